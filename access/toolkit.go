@@ -1,0 +1,219 @@
+package access
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Toolkit is a code- or world-owned bundle of tools with one switch (seed 004).
+type Toolkit struct {
+	Name    string
+	Tools   []string
+	Default bool   // members' default when an agent says nothing
+	Policy  string // prompt text, shown when at least one member is visible
+}
+
+// Toolkits indexes the world's toolkits. Immutable; safe for concurrent use.
+type Toolkits struct {
+	kits   []Toolkit
+	byName map[string]int
+	of     map[string][]int // tool → indexes of toolkits containing it
+}
+
+// NewToolkits indexes kits (order kept: it is the order of policy texts).
+func NewToolkits(kits []Toolkit) *Toolkits {
+	t := &Toolkits{kits: slices.Clone(kits), byName: map[string]int{}, of: map[string][]int{}}
+	for i, k := range t.kits {
+		t.byName[k.Name] = i
+		for _, tool := range k.Tools {
+			if !slices.Contains(t.of[tool], i) {
+				t.of[tool] = append(t.of[tool], i)
+			}
+		}
+	}
+	return t
+}
+
+// All returns the toolkits in world order.
+func (t *Toolkits) All() []Toolkit {
+	if t == nil {
+		return nil
+	}
+	return t.kits
+}
+
+// Has reports whether a toolkit is called name.
+func (t *Toolkits) Has(name string) bool {
+	if t == nil {
+		return false
+	}
+	_, ok := t.byName[name]
+	return ok
+}
+
+// Of returns the names of the toolkits that contain tool.
+func (t *Toolkits) Of(tool string) []string {
+	if t == nil {
+		return nil
+	}
+	var out []string
+	for _, i := range t.of[tool] {
+		out = append(out, t.kits[i].Name)
+	}
+	return out
+}
+
+// Switches are an agent's "## Toolkits" lines: toolkit or tool name → on/off.
+type Switches map[string]bool
+
+// Enabled applies the toolkit rule to tool for an agent with switches sw:
+//
+//  1. Collect the switches the agent sets for the toolkits that contain the
+//     tool. Any false → off (a per-tool true does not override it).
+//  2. Any true → the per-tool switch if set, else on.
+//  3. No toolkit switch set → if another member of one of the tool's
+//     toolkits is set explicitly true, that toolkit counts as on (legacy
+//     configs), so: the per-tool switch if set, else on. Otherwise the
+//     per-tool switch if set, else the toolkits' default (on only when every
+//     toolkit containing the tool defaults on: the safer reading when two
+//     toolkits disagree).
+//  4. A tool in no toolkit: its per-tool switch, else on.
+func (t *Toolkits) Enabled(sw Switches, tool string) bool {
+	on, _ := t.explain(sw, tool, false)
+	return on
+}
+
+// Explain is Enabled with the reasons.
+func (t *Toolkits) Explain(sw Switches, tool string) (bool, []string) {
+	return t.explain(sw, tool, true)
+}
+
+func (t *Toolkits) explain(sw Switches, tool string, why bool) (bool, []string) {
+	var reasons []string
+	say := func(format string, args ...any) {
+		if why {
+			reasons = append(reasons, fmt.Sprintf(format, args...))
+		}
+	}
+	perTool, perToolSet := sw[tool]
+	var kits []int
+	if t != nil {
+		kits = t.of[tool]
+	}
+	if len(kits) == 0 {
+		if perToolSet {
+			say("in no toolkit; switched %s by its own \"%s: %t\" line", onOff(perTool), tool, perTool)
+			return perTool, reasons
+		}
+		return true, reasons
+	}
+	anyTrue := false
+	for _, i := range kits {
+		k := t.kits[i]
+		if v, set := sw[k.Name]; set {
+			if !v {
+				say("toolkit %q is switched off (\"%s: false\"); a per-tool switch cannot override that", k.Name, k.Name)
+				return false, reasons
+			}
+			anyTrue = true
+		}
+	}
+	if anyTrue {
+		if perToolSet {
+			say("toolkit switched on, tool switched %s by \"%s: %t\"", onOff(perTool), tool, perTool)
+			return perTool, reasons
+		}
+		say("toolkit %s switched on", quoteKits(t, kits, sw, true))
+		return true, reasons
+	}
+	// No toolkit switch set: is another member explicitly on (legacy)?
+	for _, i := range kits {
+		for _, m := range t.kits[i].Tools {
+			if m != tool && sw[m] {
+				if perToolSet {
+					say("toolkit %q counts as on because its member %q is switched on (legacy config); tool switched %s by \"%s: %t\"", t.kits[i].Name, m, onOff(perTool), tool, perTool)
+					return perTool, reasons
+				}
+				say("toolkit %q counts as on because its member %q is switched on (legacy config)", t.kits[i].Name, m)
+				return true, reasons
+			}
+		}
+	}
+	if perToolSet {
+		say("switched %s by its own \"%s: %t\" line (no toolkit switch set)", onOff(perTool), tool, perTool)
+		return perTool, reasons
+	}
+	def := true
+	for _, i := range kits {
+		if !t.kits[i].Default {
+			def = false
+			say("toolkit %q is off by default and the agent does not switch it on", t.kits[i].Name)
+		}
+	}
+	if def {
+		say("toolkit %s on by default", quoteKits(t, kits, sw, false))
+	}
+	return def, reasons
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func quoteKits(t *Toolkits, kits []int, sw Switches, onlySet bool) string {
+	var names []string
+	for _, i := range kits {
+		if _, set := sw[t.kits[i].Name]; set || !onlySet {
+			names = append(names, fmt.Sprintf("%q", t.kits[i].Name))
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// Decision is whether a tool is visible to an agent, with every reason.
+type Decision struct {
+	Visible bool     `json:"visible"`
+	Public  bool     `json:"public"`
+	Reasons []string `json:"reasons"`
+}
+
+// Input is what Decide needs about one tool for one agent. Unmet lists the
+// tool's requirements that are not met, each with why (checked by the
+// caller: the policy does no I/O).
+type Input struct {
+	Tool     string
+	Defined  bool // a tool with this name exists in the world's catalog
+	Access   *ToolAccess
+	Toolkits *Toolkits
+	Switches Switches
+	Unmet    []string
+	// Withheld lists other reasons outside this policy that keep the tool
+	// from the agent (a toolbox tool its "## Toolbox" does not list).
+	Withheld []string
+}
+
+// Decide applies Visible = CanAccess and toolkit-enabled and requirements met,
+// and says why.
+func Decide(in Input) Decision {
+	d := Decision{Public: in.Access.IsPublic(in.Tool)}
+	if !in.Defined {
+		d.Reasons = append(d.Reasons, "no tool named "+in.Tool+" is defined in this world")
+	}
+	acc, r := in.Access.Explain(in.Tool)
+	d.Reasons = append(d.Reasons, r...)
+	on, r := in.Toolkits.Explain(in.Switches, in.Tool)
+	d.Reasons = append(d.Reasons, r...)
+	if IsAlwaysOn(in.Tool) {
+		on = true // always-on tools ignore toolkits too
+	}
+	for _, u := range in.Unmet {
+		d.Reasons = append(d.Reasons, "requirement not met: "+u)
+	}
+	d.Reasons = append(d.Reasons, in.Withheld...)
+	d.Visible = in.Defined && acc && on && len(in.Unmet) == 0 && len(in.Withheld) == 0
+	return d
+}

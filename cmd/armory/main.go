@@ -1,0 +1,114 @@
+// Command armory is the command line of Armory: it inspects a world, its
+// agents' tools and their access policy (and, as later commands arrive,
+// runs calls through the guarded pipeline and serves agents over MCP).
+//
+// This package only wires: flags, building the pieces, printing. Every
+// decision is made by the packages it calls.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/world"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// app carries what every command shares.
+type app struct {
+	world  string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// run executes the command line args and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return armory.ExitOK
+	}
+	var ie *world.InvalidError
+	switch {
+	case errors.As(err, &ie):
+		for _, d := range ie.Diagnostics {
+			fmt.Fprintln(stderr, d.String())
+		}
+		return armory.ExitInvalid
+	case errors.Is(err, errSilent):
+		return armory.ExitInvalid
+	}
+	var ae *armory.Error
+	if !errors.As(err, &ae) {
+		// Anything cobra itself rejects (unknown command or flag, wrong
+		// number of arguments) is a usage error.
+		fmt.Fprintf(stderr, "armory: %v\nRun 'armory --help' for usage.\n", err)
+		return armory.ExitUsage
+	}
+	fmt.Fprintf(stderr, "armory: %s\n", oneLine(armory.Message(err)))
+	return armory.ExitCode(armory.KindOf(err))
+}
+
+// errSilent ends a command whose output already said what went wrong.
+var errSilent = errors.New("silent failure")
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+func usageErr(format string, args ...any) error {
+	return armory.E("", armory.KindUsage, fmt.Sprintf(format, args...))
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "armory",
+		Short:         "Armory: governed, audited tools for LLM agents",
+		Long:          "Armory gives every agent of a world a registry of tools chosen by policy.\nSee README.md for a tour.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	def := os.Getenv("ARMORY_WORLD")
+	if def == "" {
+		def = "."
+	}
+	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.demoCmd())
+	return root
+}
+
+// open loads the world named by --world.
+func (a *app) open() (*host.Host, error) {
+	return host.Open(a.world, host.Options{})
+}
+
+func (a *app) printJSON(v any) error {
+	enc := json.NewEncoder(a.stdout)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names the arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageErr("%s takes %d argument(s): %s (got %d)", c.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory/registry"
+)
+
+func (a *app) toolCmd() *cobra.Command {
+	t := &cobra.Command{Use: "tool", Short: "Show an agent's tools"}
+	t.AddCommand(&cobra.Command{
+		Use:   "list AGENT",
+		Short: "JSON array of {name, description}, sorted by name",
+		Args:  exactArgs("AGENT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			h, err := a.open()
+			if err != nil {
+				return err
+			}
+			ag, err := h.Agent(args[0])
+			if err != nil {
+				return err
+			}
+			type entry struct {
+				Name        string `json:"name"`
+				Description string `json:"description"`
+			}
+			out := []entry{}
+			for _, s := range ag.Registry.Specs() {
+				out = append(out, entry{s.Name, s.Description})
+			}
+			return a.printJSON(out)
+		},
+	})
+	t.AddCommand(&cobra.Command{
+		Use:   "brief AGENT",
+		Short: "The <tools> briefing of the agent's prompt",
+		Args:  exactArgs("AGENT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			h, err := a.open()
+			if err != nil {
+				return err
+			}
+			ag, err := h.Agent(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(a.stdout, h.Briefing(ag))
+			return nil
+		},
+	})
+	var format string
+	specs := &cobra.Command{
+		Use:   "specs AGENT",
+		Short: "Tool specs as JSON for --format openai, anthropic or mcp",
+		Args:  exactArgs("AGENT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if format != "openai" && format != "anthropic" && format != "mcp" {
+				return usageErr("--format must be openai, anthropic or mcp, got %q", format)
+			}
+			h, err := a.open()
+			if err != nil {
+				return err
+			}
+			ag, err := h.Agent(args[0])
+			if err != nil {
+				return err
+			}
+			var b []byte
+			switch format {
+			case "openai":
+				b, _, err = registry.OpenAI(ag.Registry.Specs())
+			case "anthropic":
+				b, _, err = registry.Anthropic(ag.Registry.Specs())
+			default:
+				b, err = registry.MCP(ag.Registry.Tools())
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, string(b))
+			return nil
+		},
+	}
+	specs.Flags().StringVar(&format, "format", "openai", "openai, anthropic or mcp")
+	t.AddCommand(specs)
+	return t
+}

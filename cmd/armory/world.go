@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/host"
+)
+
+func (a *app) initCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "init DIR",
+		Short: "Write an example world into DIR (a new or empty folder)",
+		Args:  exactArgs("DIR"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := example.Write(args[0]); err != nil {
+				return armory.E("init", armory.KindInvalid, err.Error())
+			}
+			fmt.Fprintf(a.stdout, "wrote an example world to %s\nnext: armory --world %s world check\n", args[0], args[0])
+			return nil
+		},
+	}
+}
+
+func (a *app) worldCmd() *cobra.Command {
+	w := &cobra.Command{Use: "world", Short: "Inspect the world"}
+	w.AddCommand(&cobra.Command{
+		Use:   "check",
+		Short: "Validate the world: exit 0 when valid (warnings on stderr), 2 with every error",
+		Args:  exactArgs(),
+		RunE: func(c *cobra.Command, args []string) error {
+			h, err := a.open()
+			if err != nil {
+				return err
+			}
+			for _, d := range h.Warnings {
+				fmt.Fprintln(a.stderr, d.String())
+			}
+			fmt.Fprintf(a.stdout, "world %q is valid: %d agents, %d tools, %d warnings\n", h.World.Name, len(h.World.Agents), h.Catalog.Len(), len(h.Warnings))
+			return nil
+		},
+	})
+	return w
+}
+
+func (a *app) demoCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Tour the built-in example world: every agent's access and tools",
+		Args:  exactArgs(),
+		RunE: func(c *cobra.Command, args []string) error {
+			dir, err := os.MkdirTemp("", "armory-demo-")
+			if err != nil {
+				return armory.E("demo", armory.KindInternal, "cannot make a temporary folder", err)
+			}
+			defer os.RemoveAll(dir)
+			wdir := filepath.Join(dir, "world")
+			if err := example.Write(wdir); err != nil {
+				return armory.E("demo", armory.KindInternal, err.Error())
+			}
+			h, err := host.Open(wdir, host.Options{})
+			if err != nil {
+				return err
+			}
+			return a.tour(h)
+		},
+	}
+}
+
+// tour prints what `armory demo` shows.
+func (a *app) tour(h *host.Host) error {
+	out := a.stdout
+	fmt.Fprintf(out, "Armory demo: world %q (%d agents, %d tools)\n", h.World.Name, len(h.World.Agents), h.Catalog.Len())
+	fmt.Fprintf(out, "Write it out to explore it yourself: armory init ./demo-world\n\n")
+	for _, d := range h.Warnings {
+		fmt.Fprintf(out, "  %s\n", d.String())
+	}
+	for _, ag := range h.Agents() {
+		s := h.AccessSummary(ag)
+		fmt.Fprintf(out, "\n== agent %s (mode %s; groups %v; overrides %v)\n", ag.ID, s.Mode, s.Groups, s.Overrides)
+		fmt.Fprint(out, h.Briefing(ag))
+	}
+	fmt.Fprintf(out, "\n== why can't scribe use devtools.word-count?\n")
+	ex, err := h.Explain("scribe", "devtools.word-count")
+	if err != nil {
+		return err
+	}
+	for _, r := range ex.Reasons {
+		fmt.Fprintf(out, "  - %s\n", r)
+	}
+	fmt.Fprintf(out, "\nTry: armory --world ./demo-world access explain reviewer workspace.list\n")
+	return nil
+}
+

@@ -1,0 +1,409 @@
+// Package host loads a world and hosts its agents: it gathers every tool the
+// world defines (built-ins and toolboxes) into one catalog, checks which
+// requirements are met, resolves each agent's access policy and builds each
+// agent's registry, once, when the world loads.
+//
+// Host is the one place where world files, policy and tools meet; the
+// guarded pipeline and every surface (CLI, MCP, REST) work from a Host.
+package host
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/access"
+	"github.com/armory-dev/armory/builtin"
+	"github.com/armory-dev/armory/registry"
+	"github.com/armory-dev/armory/toolbox"
+	"github.com/armory-dev/armory/world"
+)
+
+// Options configure Open. The zero value is the production default.
+type Options struct {
+	// Builtins are the built-in tools (default builtin.All()).
+	Builtins []armory.Tool
+	// LookPath resolves a binary requirement (default exec.LookPath).
+	LookPath func(file string) (string, error)
+}
+
+// Host is a loaded world with its agents' registries. It is safe for
+// concurrent use once Open returns.
+type Host struct {
+	World      *world.World
+	Catalog    *registry.Catalog
+	Privileges *access.Privileges
+	Toolkits   *access.Toolkits
+	Warnings   world.Diagnostics
+
+	agents map[string]*Agent
+	unmet  map[string][]string // tool → unmet requirements, with why
+	box    map[string]string   // toolbox tool full name → toolbox name
+}
+
+// Agent is one hosted agent.
+type Agent struct {
+	ID       string
+	Def      *world.Agent
+	Access   *access.ToolAccess
+	Switches access.Switches
+	Registry *registry.Registry
+	Env      *armory.AgentEnv
+	// listed holds the toolbox tools the agent's "## Toolbox" names.
+	listed map[string]bool
+}
+
+// Open loads the world at dir and builds every agent's registry. A world
+// with errors gives a *world.InvalidError listing all of them (including
+// duplicate tool names across built-ins and toolboxes); a missing world an
+// *armory.Error of kind KindNotFound.
+func Open(dir string, opts Options) (*Host, error) {
+	if opts.Builtins == nil {
+		opts.Builtins = builtin.All()
+	}
+	if opts.LookPath == nil {
+		opts.LookPath = exec.LookPath
+	}
+	w, err := world.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}}
+	var ds world.Diagnostics
+
+	// Catalog: built-ins and toolbox tools. Report every duplicate at once,
+	// at the toolbox line that introduces it.
+	tools := slices.Clone(opts.Builtins)
+	seen := map[string]string{}
+	for _, t := range opts.Builtins {
+		seen[t.Spec().Name] = "a built-in tool"
+	}
+	for _, t := range toolbox.FromWorld(w) {
+		tt := t.(*toolbox.Tool)
+		def := tt.Def()
+		name := def.FullName()
+		if prev, dup := seen[name]; dup {
+			ds.Errorf(def.File, def.Line, "duplicate tool name %q (also %s)", name, prev)
+			continue
+		}
+		seen[name] = fmt.Sprintf("%s:%d", def.File, def.Line)
+		h.box[name] = def.Toolbox
+		tools = append(tools, t)
+	}
+	cat, err := registry.NewCatalog(tools)
+	if err != nil {
+		ds.Errorf(world.ConfigFile, 0, "%s", armory.Message(err))
+	}
+	h.Catalog = cat
+
+	// Requirements, checked once.
+	for _, t := range tools {
+		for _, r := range t.Manifest().Requires {
+			if why := checkRequirement(r, opts.LookPath); why != "" {
+				h.unmet[t.Spec().Name] = append(h.unmet[t.Spec().Name], why)
+			}
+		}
+	}
+
+	// Policy.
+	groups := map[string][]string{}
+	for _, g := range w.Groups {
+		groups[g.Name] = itemValues(g.Tools)
+	}
+	if h.Privileges, err = access.NewPrivileges(groups); err != nil {
+		ds.Errorf(world.ConfigFile, 0, "%s", armory.Message(err))
+	}
+	var kits []access.Toolkit
+	for _, k := range w.Toolkits {
+		kits = append(kits, access.Toolkit{Name: k.Name, Tools: itemValues(k.Tools), Default: k.Default, Policy: k.Policy})
+		if cat != nil && cat.Has(k.Name) {
+			ds.Errorf(world.ConfigFile, k.Line, "toolkit %q has the name of a tool; \"## Toolkits\" lines could not tell them apart", k.Name)
+		}
+	}
+	h.Toolkits = access.NewToolkits(kits)
+	if err := ds.Err(); err != nil {
+		return nil, withWarnings(err, w.Diagnostics)
+	}
+	h.checkNames(&ds)
+
+	for _, a := range w.Agents {
+		h.agents[a.ID] = h.buildAgent(a, &ds)
+	}
+	if err := ds.Err(); err != nil {
+		return nil, withWarnings(err, w.Diagnostics)
+	}
+	h.Warnings = append(slices.Clone(w.Diagnostics), ds.Warnings()...)
+	return h, nil
+}
+
+func withWarnings(err error, warns world.Diagnostics) error {
+	if ie, ok := err.(*world.InvalidError); ok {
+		ie.Diagnostics = append(ie.Diagnostics, warns...)
+	}
+	return err
+}
+
+func checkRequirement(r armory.Requirement, lookPath func(string) (string, error)) string {
+	switch r.Kind {
+	case "binary":
+		if filepath.IsAbs(r.Name) {
+			fi, err := os.Stat(r.Name)
+			if err != nil {
+				return fmt.Sprintf("binary %s does not exist", r.Name)
+			}
+			if fi.IsDir() || fi.Mode()&0o111 == 0 {
+				return fmt.Sprintf("binary %s is not executable", r.Name)
+			}
+			return ""
+		}
+		if _, err := lookPath(r.Name); err != nil {
+			return fmt.Sprintf("binary %q not found on PATH", r.Name)
+		}
+		return ""
+	}
+	return fmt.Sprintf("unknown requirement kind %q", r.Kind)
+}
+
+// checkNames warns about names that nothing defines and overrides that name
+// public tools.
+func (h *Host) checkNames(ds *world.Diagnostics) {
+	defined := func(name string) bool {
+		if h.Catalog.Has(name) || access.IsAlwaysOn(name) {
+			return true
+		}
+		for _, n := range h.Catalog.Names() { // a family
+			if armory.InFamily(n, name) {
+				return true
+			}
+		}
+		return false
+	}
+	w := h.World
+	for _, g := range w.Groups {
+		for _, t := range g.Tools {
+			if !defined(t.Value) {
+				ds.Warnf(world.ConfigFile, t.Line, "tool_privileges.%s: no tool or family %q is defined", g.Name, t.Value)
+			}
+		}
+	}
+	for _, k := range w.Toolkits {
+		for _, t := range k.Tools {
+			if !defined(t.Value) {
+				ds.Warnf(world.ConfigFile, t.Line, "toolkits.%s: no tool %q is defined", k.Name, t.Value)
+			}
+		}
+	}
+	done := map[*world.AgentConfig]bool{}
+	for _, a := range w.Agents {
+		c := a.Config
+		if c == nil || done[c] {
+			continue
+		}
+		done[c] = true
+		for _, o := range c.Overrides {
+			switch {
+			case !defined(o.Value):
+				ds.Warnf(c.File, o.Line, "tool access: no tool or family %q is defined", o.Value)
+			case h.Privileges.IsPublic(o.Value) && !h.familyHasPrivileged(o.Value):
+				ds.Warnf(c.File, o.Line, "tool access: %q is public (in no privilege group); the override grants nothing", o.Value)
+			}
+		}
+		if c.HasTools && !c.HasToolAccess && h.Privileges.Empty() {
+			for _, t := range c.Tools {
+				if !defined(t.Value) {
+					ds.Warnf(c.File, t.Line, "tools: no tool or family %q is defined", t.Value)
+				}
+			}
+		}
+		for _, s := range c.Toolkits {
+			if !h.Toolkits.Has(s.Name) && !defined(s.Name) {
+				ds.Warnf(c.File, s.Line, "toolkits: %q is neither a toolkit nor a tool of this world", s.Name)
+			}
+		}
+	}
+}
+
+// familyHasPrivileged reports whether a family entry covers some privileged
+// catalog tool (then an override of it is meaningful).
+func (h *Host) familyHasPrivileged(fam string) bool {
+	for _, n := range h.Catalog.Names() {
+		if armory.InFamily(n, fam) && !h.Privileges.IsPublic(n) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
+	c := a.Config
+	if c == nil {
+		c = &world.AgentConfig{}
+	}
+	ag := &Agent{
+		ID:       a.ID,
+		Def:      a,
+		Access:   h.Privileges.Choose(c.HasToolAccess, itemValues(c.Groups), itemValues(c.Overrides), itemValues(c.Tools)),
+		Switches: access.Switches{},
+		Env:      &armory.AgentEnv{ID: a.ID, Workspace: h.World.Workspace(a.ID)},
+		listed:   map[string]bool{},
+	}
+	for _, s := range c.Toolkits {
+		ag.Switches[s.Name] = s.On
+	}
+	for _, ref := range c.Toolboxes {
+		tbName := filepath.Base(filepath.Dir(filepath.Clean(ref.Source)))
+		if filepath.Base(ref.Source) != world.ToolboxFile {
+			tbName = filepath.Base(filepath.Clean(ref.Source))
+		}
+		for _, t := range ref.Tools {
+			ag.listed[tbName+"."+t.Value] = true
+		}
+	}
+	ag.Registry = registry.New(h.Catalog, func(name string) bool { return h.visible(ag, name) })
+	return ag
+}
+
+// visible is decide without the reasons, for building registries fast. A
+// test checks that both agree on every agent and tool of a world.
+func (h *Host) visible(ag *Agent, name string) bool {
+	if !h.Catalog.Has(name) || len(h.unmet[name]) > 0 || !ag.Access.CanAccess(name) {
+		return false
+	}
+	if _, ok := h.box[name]; ok && !ag.listed[name] {
+		return false
+	}
+	return access.IsAlwaysOn(name) || h.Toolkits.Enabled(ag.Switches, name)
+}
+
+// decide says whether agent ag sees tool name, with every reason.
+func (h *Host) decide(ag *Agent, name string) access.Decision {
+	in := access.Input{Tool: name, Defined: h.Catalog.Has(name), Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: h.unmet[name]}
+	var extra []string
+	if tb, ok := h.box[name]; ok && !ag.listed[name] {
+		in.Withheld = []string{fmt.Sprintf("toolbox tool: the agent's \"## Toolbox\" does not list %q from toolbox %q", name[len(tb)+1:], tb)}
+	} else if ok {
+		extra = append(extra, fmt.Sprintf("toolbox tool: listed in the agent's \"## Toolbox\" (toolbox %q)", tb))
+	}
+	d := access.Decide(in)
+	d.Reasons = append(d.Reasons, extra...)
+	return d
+}
+
+// Agent returns the hosted agent id, or an error of kind KindNotFound.
+func (h *Host) Agent(id string) (*Agent, error) {
+	if a, ok := h.agents[id]; ok {
+		return a, nil
+	}
+	ids := h.World.AgentIDs()
+	return nil, armory.E("host.Agent", armory.KindNotFound, fmt.Sprintf("unknown agent %q (agents: %s)", id, joinOrNone(ids)))
+}
+
+// Agents returns the agents in world order.
+func (h *Host) Agents() []*Agent {
+	out := make([]*Agent, 0, len(h.agents))
+	for _, id := range h.World.AgentIDs() {
+		out = append(out, h.agents[id])
+	}
+	return out
+}
+
+// Explanation is why a tool is or is not visible to an agent.
+type Explanation struct {
+	Agent   string   `json:"agent"`
+	Tool    string   `json:"tool"`
+	Visible bool     `json:"visible"`
+	Public  bool     `json:"public"`
+	Reasons []string `json:"reasons"`
+}
+
+// Explain says whether agent id sees tool, and every reason. An unknown
+// agent is a KindNotFound error; an unknown tool is explained, not an error.
+func (h *Host) Explain(id, tool string) (Explanation, error) {
+	ag, err := h.Agent(id)
+	if err != nil {
+		return Explanation{}, err
+	}
+	d := h.decide(ag, tool)
+	// A run-time registration or removal (skills) overrides the load-time view.
+	if v := ag.Registry.Has(tool); v != d.Visible {
+		d.Visible = v
+		if v {
+			d.Reasons = append(d.Reasons, "registered at run time")
+		} else {
+			d.Reasons = append(d.Reasons, "unregistered at run time")
+		}
+	}
+	return Explanation{Agent: id, Tool: tool, Visible: d.Visible, Public: d.Public, Reasons: d.Reasons}, nil
+}
+
+// Policies returns the toolkit policy texts in world order.
+func (h *Host) Policies() []registry.Policy {
+	var out []registry.Policy
+	for _, k := range h.Toolkits.All() {
+		out = append(out, registry.Policy{Toolkit: k.Name, Tools: k.Tools, Text: k.Policy})
+	}
+	return out
+}
+
+// Briefing renders agent ag's <tools> block.
+func (h *Host) Briefing(ag *Agent) string {
+	return registry.Briefing(ag.Registry.Specs(), h.Policies())
+}
+
+// AccessSummary is what `armory access show` prints.
+type AccessSummary struct {
+	Agent             string   `json:"agent"`
+	Mode              string   `json:"mode"`
+	Groups            []string `json:"groups"`
+	Overrides         []string `json:"overrides"`
+	GrantedPrivileged []string `json:"granted_privileged"`
+	LegacyTools       []string `json:"legacy_tools,omitempty"`
+}
+
+// AccessSummary summarises agent ag's access policy.
+func (h *Host) AccessSummary(ag *Agent) AccessSummary {
+	s := AccessSummary{
+		Agent:             ag.ID,
+		Mode:              string(ag.Access.Mode()),
+		Groups:            nonNil(ag.Access.Groups()),
+		Overrides:         nonNil(ag.Access.Overrides()),
+		GrantedPrivileged: nonNil(ag.Access.GrantedPrivileged(h.Catalog.Names())),
+		LegacyTools:       ag.Access.LegacyTools(),
+	}
+	return s
+}
+
+func nonNil(xs []string) []string {
+	if xs == nil {
+		return []string{}
+	}
+	return xs
+}
+
+func itemValues(items []world.Item) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.Value
+	}
+	return out
+}
+
+func joinOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	s := slices.Clone(xs)
+	sort.Strings(s)
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}

@@ -1,0 +1,231 @@
+// Package registry holds each agent's tool registry: name → Tool for the
+// tools the agent can see, built once when the world loads, with run-time
+// Register/Unregister for skills. It also renders specs for models and
+// protocols (briefing, OpenAI, Anthropic, MCP).
+//
+// Registries are small: every agent shares one immutable Catalog of tools
+// and keeps only a bitset of which catalog tools it sees (plus a map for
+// tools registered at run time), so 10,000 agents cost well under 1 KiB
+// each (see BenchmarkRegistryMemory).
+package registry
+
+import (
+	"fmt"
+	"math/bits"
+	"sort"
+	"sync"
+
+	"github.com/armory-dev/armory"
+)
+
+// Catalog is the immutable, sorted set of every tool a world defines. It is
+// safe for concurrent use.
+type Catalog struct {
+	tools []armory.Tool  // sorted by name
+	specs []armory.Spec  // specs[i] = tools[i].Spec()
+	index map[string]int // name → position
+}
+
+// NewCatalog builds a catalog. Every tool name must be valid and unique; a
+// duplicate is an error of kind KindInvalid naming every duplicate at once.
+func NewCatalog(tools []armory.Tool) (*Catalog, error) {
+	c := &Catalog{index: make(map[string]int, len(tools))}
+	type named struct {
+		t armory.Tool
+		s armory.Spec
+	}
+	all := make([]named, 0, len(tools))
+	count := map[string]int{}
+	var bad []string
+	for _, t := range tools {
+		s := t.Spec()
+		if !armory.ValidToolName(s.Name) {
+			bad = append(bad, fmt.Sprintf("invalid tool name %q", s.Name))
+			continue
+		}
+		count[s.Name]++
+		all = append(all, named{t, s})
+	}
+	var dups []string
+	for n, k := range count {
+		if k > 1 {
+			dups = append(dups, n)
+		}
+	}
+	sort.Strings(dups)
+	if len(dups) > 0 {
+		bad = append(bad, fmt.Sprintf("duplicate tool names: %v", dups))
+	}
+	if len(bad) > 0 {
+		return nil, armory.E("registry.NewCatalog", armory.KindInvalid, fmt.Sprint(bad))
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].s.Name < all[j].s.Name })
+	c.tools = make([]armory.Tool, len(all))
+	c.specs = make([]armory.Spec, len(all))
+	for i, n := range all {
+		c.tools[i], c.specs[i] = n.t, n.s
+		c.index[n.s.Name] = i
+	}
+	return c, nil
+}
+
+// Len is the number of tools.
+func (c *Catalog) Len() int { return len(c.tools) }
+
+// Names returns every tool name, sorted.
+func (c *Catalog) Names() []string {
+	out := make([]string, len(c.specs))
+	for i, s := range c.specs {
+		out[i] = s.Name
+	}
+	return out
+}
+
+// Lookup returns the tool called name.
+func (c *Catalog) Lookup(name string) (armory.Tool, bool) {
+	i, ok := c.index[name]
+	if !ok {
+		return nil, false
+	}
+	return c.tools[i], true
+}
+
+// Has reports whether the catalog defines name.
+func (c *Catalog) Has(name string) bool { _, ok := c.index[name]; return ok }
+
+// Registry is one agent's tools. Safe for concurrent use.
+type Registry struct {
+	cat   *Catalog
+	mu    sync.RWMutex
+	bits  []uint64               // which catalog tools are visible
+	extra map[string]armory.Tool // registered at run time (nil when none)
+}
+
+// New builds a registry holding the catalog tools for which visible returns
+// true.
+func New(cat *Catalog, visible func(name string) bool) *Registry {
+	r := &Registry{cat: cat, bits: make([]uint64, (len(cat.tools)+63)/64)}
+	for i, s := range cat.specs {
+		if visible(s.Name) {
+			r.bits[i/64] |= 1 << (i % 64)
+		}
+	}
+	return r
+}
+
+func (r *Registry) hasBit(i int) bool { return r.bits[i/64]&(1<<(i%64)) != 0 }
+
+// UnknownTool is the error for a name the registry does not hold: kind
+// KindNotFound, message "Unknown tool: <name>".
+func UnknownTool(name string) error {
+	return armory.E("registry.Lookup", armory.KindNotFound, "Unknown tool: "+name)
+}
+
+// Lookup returns the tool called name, or UnknownTool(name).
+func (r *Registry) Lookup(name string) (armory.Tool, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if i, ok := r.cat.index[name]; ok && r.hasBit(i) {
+		return r.cat.tools[i], nil
+	}
+	if t, ok := r.extra[name]; ok {
+		return t, nil
+	}
+	return nil, UnknownTool(name)
+}
+
+// Has reports whether the registry holds name.
+func (r *Registry) Has(name string) bool {
+	_, err := r.Lookup(name)
+	return err == nil
+}
+
+// Len is the number of tools the registry holds.
+func (r *Registry) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := len(r.extra)
+	for _, w := range r.bits {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Register adds t at run time (a skill's tools). A name the registry
+// already holds is a KindConflict error; an invalid name KindInvalid.
+func (r *Registry) Register(t armory.Tool) error {
+	name := t.Spec().Name
+	if !armory.ValidToolName(name) {
+		return armory.E("registry.Register", armory.KindInvalid, fmt.Sprintf("invalid tool name %q", name))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i, ok := r.cat.index[name]; ok && r.hasBit(i) {
+		return armory.E("registry.Register", armory.KindConflict, "tool already registered: "+name)
+	}
+	if _, ok := r.extra[name]; ok {
+		return armory.E("registry.Register", armory.KindConflict, "tool already registered: "+name)
+	}
+	if i, ok := r.cat.index[name]; ok && r.cat.tools[i] == t {
+		r.bits[i/64] |= 1 << (i % 64) // re-enable a catalog tool
+		return nil
+	}
+	if r.extra == nil {
+		r.extra = map[string]armory.Tool{}
+	}
+	r.extra[name] = t
+	return nil
+}
+
+// Unregister removes the tool called name. A name the registry does not
+// hold is UnknownTool(name).
+func (r *Registry) Unregister(name string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.extra[name]; ok {
+		delete(r.extra, name)
+		if len(r.extra) == 0 {
+			r.extra = nil
+		}
+		return nil
+	}
+	if i, ok := r.cat.index[name]; ok && r.hasBit(i) {
+		r.bits[i/64] &^= 1 << (i % 64)
+		return nil
+	}
+	return UnknownTool(name)
+}
+
+// Specs returns the specs of every tool the registry holds, sorted by name
+// so that prompts (and their caches) are deterministic.
+func (r *Registry) Specs() []armory.Spec {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]armory.Spec, 0, len(r.extra)+8)
+	for wi, w := range r.bits {
+		for w != 0 {
+			b := bits.TrailingZeros64(w)
+			out = append(out, r.cat.specs[wi*64+b])
+			w &^= 1 << b
+		}
+	}
+	if len(r.extra) > 0 {
+		for _, t := range r.extra {
+			out = append(out, t.Spec())
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	}
+	return out
+}
+
+// Tools returns every tool the registry holds, sorted by name.
+func (r *Registry) Tools() []armory.Tool {
+	specs := r.Specs()
+	out := make([]armory.Tool, 0, len(specs))
+	for _, s := range specs {
+		if t, err := r.Lookup(s.Name); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}

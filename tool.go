@@ -1,0 +1,151 @@
+package armory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Tool is a function an agent can call. Implementations must be safe for
+// concurrent use: one Tool value serves every agent whose registry holds it;
+// everything agent-specific arrives in the Invocation.
+type Tool interface {
+	// Spec describes the tool to models and protocols. It must return the
+	// same value on every call.
+	Spec() Spec
+	// Manifest describes what the tool can do to the world. It must return
+	// the same value on every call.
+	Manifest() Manifest
+	// Execute runs the tool. A failure the model should read (bad argument,
+	// missing file, non-zero exit) is a Result with Success false, never a
+	// panic. Execute must return promptly once ctx is done.
+	Execute(ctx context.Context, inv Invocation) Result
+}
+
+// Spec is what a model or protocol peer sees of a tool.
+type Spec struct {
+	// Name is a dotted family name: "workspace.read", "syscall.task.create",
+	// "devtools.repo-git". See ValidToolName.
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is a JSON Schema object for the arguments. Never nil for a
+	// valid spec; a tool without arguments uses {"type":"object"}.
+	InputSchema json.RawMessage `json:"inputSchema"`
+	// OutputSchema optionally describes Result.Value.
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+}
+
+// EmptyObjectSchema is the input schema of a tool that takes no arguments.
+var EmptyObjectSchema = json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)
+
+// Invocation is one call of a tool, as the tool sees it.
+type Invocation struct {
+	// Args is the JSON object of arguments, already validated against the
+	// tool's input schema by the pipeline when one runs.
+	Args json.RawMessage
+	// Agent is the calling agent's environment.
+	Agent *AgentEnv
+	// Progress, when not nil, receives human-readable progress as the tool
+	// runs (for example output lines of a command). Tools must bound what
+	// they send. It may be called from any goroutine but not concurrently.
+	Progress func(msg string)
+}
+
+// AgentEnv is what a tool may know about the agent calling it.
+type AgentEnv struct {
+	// ID is the agent's id.
+	ID string
+	// Workspace is the absolute path of the agent's workspace folder
+	// ("@me/"). Tools that touch files are confined to it (or to Roots).
+	Workspace string
+	// Roots maps further routing prefixes ("project:web", "org:acme") to
+	// absolute folders the agent has been granted.
+	Roots map[string]string
+}
+
+// Report sends a progress message if inv has a progress sink.
+func (inv Invocation) Report(format string, args ...any) {
+	if inv.Progress != nil {
+		inv.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Result is what a tool returns. It is always something a model can read.
+type Result struct {
+	Success bool `json:"success"`
+	// Text is the human- and model-readable result (or error message).
+	Text string `json:"result"`
+	// Value is an optional structured result (MCP structuredContent).
+	Value any `json:"value,omitempty"`
+	// Artifacts lists files the tool produced.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
+	// Kind classifies a failure (zero for success). It lets the pipeline
+	// tell a timeout from an invalid argument without parsing Text.
+	Kind Kind `json:"-"`
+}
+
+// Artifact is a file a tool produced, for example a screenshot.
+type Artifact struct {
+	Path     string `json:"path"`
+	MIMEType string `json:"mime_type,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+}
+
+// OK returns a successful Result with text.
+func OK(text string) Result { return Result{Success: true, Text: text} }
+
+// Failf returns a failed Result of kind k whose text is the formatted
+// message. The text is written for the model: say what went wrong and what
+// to do instead.
+func Failf(k Kind, format string, args ...any) Result {
+	return Result{Success: false, Kind: k, Text: fmt.Sprintf(format, args...)}
+}
+
+// FailErr returns a failed Result for err, keeping its kind when err is an
+// *Error (KindInternal otherwise).
+func FailErr(err error) Result {
+	return Result{Success: false, Kind: KindOf(err), Text: Message(err)}
+}
+
+// ValidToolName reports whether name is a well-formed tool name: one or more
+// dot-separated segments, each of [a-z0-9] followed by [a-z0-9_-]*, at most
+// 128 bytes in all. Upper case is refused so that names compare exactly.
+func ValidToolName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for _, seg := range strings.Split(name, ".") {
+		if !validSegment(seg) {
+			return false
+		}
+	}
+	return true
+}
+
+func validSegment(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ValidAgentID reports whether id matches [a-z0-9][a-z0-9_-]* (at most 64 bytes).
+func ValidAgentID(id string) bool {
+	return len(id) <= 64 && validSegment(id)
+}
+
+// InFamily reports whether tool name belongs to family: the family itself
+// ("channel") or any name below it ("channel.send", "channel.x.y").
+func InFamily(name, family string) bool {
+	return name == family || (len(name) > len(family) && name[len(family)] == '.' && name[:len(family)] == family)
+}
