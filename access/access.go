@@ -52,14 +52,25 @@ type Privileges struct {
 	names   []string            // group names; index = bit
 	byName  map[string]int      // group name → index
 	entries map[string]*groupSet // tool name or family → groups listing it
+	// resolved caches, for the names given at construction (the world's
+	// catalog), the union over every entry that covers the name, so that
+	// CanAccess on a known tool is one map lookup.
+	resolved map[string]resolvedEntry
 	// maxDots is the most dots in any entry: prefixes of a name with more
 	// dots than that cannot match and are not looked up.
 	maxDots int
 }
 
+type resolvedEntry struct {
+	groups     groupSet
+	privileged bool
+}
+
 // NewPrivileges indexes privilege groups: group name → tool names or
-// families. It fails with more than MaxGroups groups.
-func NewPrivileges(groups map[string][]string) (*Privileges, error) {
+// families. known optionally lists the tool names the world defines; lookups
+// of those names are precomputed (any other name still works, a little
+// slower). It fails with more than MaxGroups groups.
+func NewPrivileges(groups map[string][]string, known ...string) (*Privileges, error) {
 	if len(groups) > MaxGroups {
 		return nil, armory.E("access.NewPrivileges", armory.KindInvalid, fmt.Sprintf("%d privilege groups; the limit is %d", len(groups), MaxGroups))
 	}
@@ -82,6 +93,14 @@ func NewPrivileges(groups map[string][]string) (*Privileges, error) {
 			}
 		}
 	}
+	if len(known) > 0 {
+		p.resolved = make(map[string]resolvedEntry, len(known))
+		for _, n := range known {
+			var e resolvedEntry
+			e.privileged = p.walk(n, &e.groups)
+			p.resolved[n] = e
+		}
+	}
 	return p, nil
 }
 
@@ -97,6 +116,14 @@ func (p *Privileges) Empty() bool { return p == nil || len(p.names) == 0 }
 // lookup ORs the groups of every entry that covers name (the name itself and
 // each family above it) into out. It reports whether any entry did.
 func (p *Privileges) lookup(name string, out *groupSet) bool {
+	if e, ok := p.resolved[name]; ok {
+		out.or(&e.groups)
+		return e.privileged
+	}
+	return p.walk(name, out)
+}
+
+func (p *Privileges) walk(name string, out *groupSet) bool {
 	if len(p.entries) == 0 {
 		return false
 	}

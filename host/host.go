@@ -114,7 +114,11 @@ func Open(dir string, opts Options) (*Host, error) {
 	for _, g := range w.Groups {
 		groups[g.Name] = itemValues(g.Tools)
 	}
-	if h.Privileges, err = access.NewPrivileges(groups); err != nil {
+	var known []string
+	if cat != nil {
+		known = cat.Names()
+	}
+	if h.Privileges, err = access.NewPrivileges(groups, known...); err != nil {
 		ds.Errorf(world.ConfigFile, 0, "%s", armory.Message(err))
 	}
 	var kits []access.Toolkit

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/armory-dev/armory"
 )
@@ -473,9 +474,10 @@ func listDirs(dir string) string {
 	return strings.Join(names, ", ")
 }
 
-// readLimited reads a regular file of at most limit bytes.
+// readLimited reads a regular file of at most limit bytes. It opens
+// non-blocking so that a FIFO in place of a file cannot hang the loader.
 func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,68 @@
+package world
+
+import (
+	"strings"
+	"testing"
+)
+
+// FuzzParseConfigMD: config.md parsing never panics, and every diagnostic
+// names the file and a line inside it.
+func FuzzParseConfigMD(f *testing.F) {
+	f.Add([]byte(architectMD))
+	f.Add([]byte("## Tool Access\nprivilege_groups: a,,b\n- x\n## Toolbox\n- early\nsource: toolbox/x\n## Toolkits\nweb: true\n- bad\n## Tools\nk: v\n"))
+	f.Add([]byte("```\n## Tool Access\n"))
+	f.Add([]byte("## Toolkits\nweb: maybe\n###\n#\n- \n*\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ds Diagnostics
+		cfg := ParseConfigMD("config.md", data, &ds)
+		if cfg == nil {
+			t.Fatal("nil config")
+		}
+		lines := strings.Count(string(data), "\n") + 1
+		for _, d := range ds {
+			if d.File != "config.md" || d.Line < 0 || d.Line > lines+1 {
+				t.Fatalf("diagnostic out of range (%d lines): %v", lines, d)
+			}
+		}
+	})
+}
+
+// FuzzParseToolbox: toolbox.yaml parsing never panics; every parsed tool
+// has a valid name, a binary and bounded limits.
+func FuzzParseToolbox(f *testing.F) {
+	f.Add([]byte(goodToolbox))
+	f.Add([]byte("name: x\ntools:\n  - name: a\n    binary: b\n    args: [{name: q, type: flag}]\n"))
+	f.Add([]byte("name: x\ntools: {a: 1}\n"))
+	f.Add([]byte("&a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ds Diagnostics
+		tb := ParseToolbox("toolbox.yaml", "/tb", data, &ds)
+		if tb == nil {
+			return
+		}
+		for _, tool := range tb.Tools {
+			if tool.Name == "" || tool.BinaryPath == "" || tool.Timeout <= 0 || tool.Timeout > MaxToolTimeout || tool.MaxOutput <= 0 || tool.MaxOutput > MaxToolMaxOutput {
+				t.Fatalf("bad tool accepted: %+v", tool)
+			}
+		}
+	})
+}
+
+// FuzzWorldConfig: world-config.yaml parsing never panics.
+func FuzzWorldConfig(f *testing.F) {
+	f.Add([]byte(goodConfig))
+	f.Add([]byte("name: x\nagents: [{id: a}, {id: a}, 3]\ntool_privileges: {g: x}\ntoolkits: {k: {tools: 1}}\n"))
+	f.Add([]byte("- a\n- b\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ds Diagnostics
+		w := &World{Dir: "/w", Toolboxes: map[string]*Toolbox{}}
+		w.parseConfig(data, &ds)
+		seen := map[string]bool{}
+		for _, a := range w.Agents {
+			if seen[a.ID] || a.ID == "" {
+				t.Fatalf("duplicate or empty agent accepted: %q", a.ID)
+			}
+			seen[a.ID] = true
+		}
+	})
+}
