@@ -39,9 +39,9 @@ const MaxGroups = 256
 
 type groupSet [MaxGroups / 64]uint64
 
-func (s *groupSet) add(i int)                 { s[i/64] |= 1 << (i % 64) }
-func (s *groupSet) has(i int) bool            { return s[i/64]&(1<<(i%64)) != 0 }
-func (s *groupSet) or(o *groupSet)            { s[0] |= o[0]; s[1] |= o[1]; s[2] |= o[2]; s[3] |= o[3] }
+func (s *groupSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
+func (s *groupSet) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
+func (s *groupSet) or(o *groupSet) { s[0] |= o[0]; s[1] |= o[1]; s[2] |= o[2]; s[3] |= o[3] }
 func (s *groupSet) intersects(o *groupSet) bool {
 	return s[0]&o[0] != 0 || s[1]&o[1] != 0 || s[2]&o[2] != 0 || s[3]&o[3] != 0
 }
@@ -49,8 +49,8 @@ func (s *groupSet) intersects(o *groupSet) bool {
 // Privileges is the world's tool_privileges, indexed for fast lookups. It is
 // immutable and safe for concurrent use.
 type Privileges struct {
-	names   []string            // group names; index = bit
-	byName  map[string]int      // group name → index
+	names   []string             // group names; index = bit
+	byName  map[string]int       // group name → index
 	entries map[string]*groupSet // tool name or family → groups listing it
 	// resolved caches, for the names given at construction (the world's
 	// catalog), the union over every entry that covers the name, so that

@@ -28,11 +28,11 @@ func TestCanAccessSeedRules(t *testing.T) {
 	agent := mustResolve(t, []string{"manager", "communicator"}, []string{"workspace.write", "tool.browser"})
 	bare := mustResolve(t, nil, nil)
 	tests := []struct {
-		name  string
-		ta    *ToolAccess
-		tool  string
-		want  bool
-		rule  string
+		name string
+		ta   *ToolAccess
+		tool string
+		want bool
+		rule string
 	}{
 		// "Public tools — tools not listed in any privilege group. Every agent can use them."
 		{"public to agent", agent, "workspace.read", true, "public"},

@@ -96,4 +96,3 @@ func (a *app) tour(h *host.Host) error {
 	fmt.Fprintf(out, "\nTry: armory --world ./demo-world access explain reviewer workspace.list\n")
 	return nil
 }
-
