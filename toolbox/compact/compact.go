@@ -41,6 +41,7 @@ package compact
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -117,6 +118,8 @@ type Stream struct {
 	pending  []byte
 	skipping bool // inside a line longer than MaxLineBytes
 }
+
+var _ io.Writer = (*Stream)(nil)
 
 // NewStream returns a Stream for the output of the tool toolName. The tool
 // name decides how the agent is named in the summary ("Cursor agent",

@@ -299,7 +299,8 @@ func TestPlainTextFixture(t *testing.T) {
 // TestStreamChunks feeds every fixture to a Stream in chunks of random
 // sizes and checks that the summary equals Extract's.
 func TestStreamChunks(t *testing.T) {
-	names, _ := filepath.Glob("testdata/*")
+	names, _ := filepath.Glob("testdata/*.ndjson")
+	names = append(names, "testdata/claude_text.txt")
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, path := range names {
 		name := filepath.Base(path)
@@ -579,5 +580,23 @@ func TestDeepNesting(t *testing.T) {
 	got, ok := Extract("x.cursor-agent", in)
 	if !ok || !strings.HasPrefix(got, "Cursor agent failed.") {
 		t.Errorf("got %v %q", ok, got)
+	}
+}
+
+// TestLimitPerEvent: one assistant event yields at most maxToolsPerEvent
+// tool uses, one result event at most maxResultErrors error texts.
+func TestLimitPerEvent(t *testing.T) {
+	var blocks, errs []string
+	for i := range 3 * maxToolsPerEvent {
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":"t%d","name":"Read","input":{"file_path":"f%d"}}`, i, i))
+		errs = append(errs, fmt.Sprintf(`"e%d"`, i))
+	}
+	ev := parseLine([]byte(claudeUse(blocks...)), true)
+	if ev.kind != evTools || len(ev.tools) != maxToolsPerEvent {
+		t.Errorf("assistant event: kind %d, %d tools, want %d", ev.kind, len(ev.tools), maxToolsPerEvent)
+	}
+	ev = parseLine([]byte(`{"type":"result","subtype":"error_during_execution","is_error":true,"errors":[`+strings.Join(errs, ",")+`]}`), true)
+	if ev.kind != evResult || len(ev.errs) != maxResultErrors {
+		t.Errorf("result event: kind %d, %d errors, want %d", ev.kind, len(ev.errs), maxResultErrors)
 	}
 }

@@ -1,8 +1,16 @@
 package compact
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
+)
+
+// Per-event bounds: tool uses kept from one assistant message, and error
+// texts kept from one result event.
+const (
+	maxToolsPerEvent = 64
+	maxResultErrors  = 16
 )
 
 // evKind classifies one NDJSON line.
@@ -31,9 +39,10 @@ const (
 // toolUse is one tool invocation: a path for file tools, a command for
 // shell tools, and the tool's own name (for progress lines).
 type toolUse struct {
-	kind toolKind
-	name string
-	arg  string
+	kind   toolKind
+	name   string
+	arg    string
+	argKey string // Claude Code: the input member that holds arg
 }
 
 // event is what the summary keeps of one line.
@@ -65,28 +74,26 @@ type event struct {
 }
 
 // parseLine classifies one line (without its newline). When validate is
-// true, the line must also be valid JSON to count as an event; the caller
-// asks for that only until the first event of a stream is seen, because it
-// decides whether the input is NDJSON at all. After that the walker's
-// structural checks are enough: lines are only ever skipped or mined for a
-// few fields.
+// true, the whole line must also be valid JSON (json.Valid) to count as an
+// event; the caller asks for that only until the first event of a stream is
+// seen, because it decides whether the input is NDJSON at all. After that,
+// dropped lines are not examined past their "type", and kept ones are
+// walked in full and dropped when malformed.
 func parseLine(line []byte, validate bool) event {
 	i := skipWS(line, 0)
 	if i >= len(line) || line[i] != '{' {
 		return event{}
 	}
-	ts, te := -1, -1
-	if _, ok := walkObject(line, i, func(key []byte, vs, ve int) bool {
-		if string(key) == "type" {
-			ts, te = vs, ve
-			return false
+	var typ []byte
+	isString := false
+	if _, ok := walkObject(line, i, func(key []byte, vs int) (int, bool) {
+		ve, ok := skipValue(line, vs)
+		if ok && string(key) == "type" {
+			typ, isString = rawString(line, vs, ve)
+			return stopWalk, true
 		}
-		return true
-	}); !ok || ts < 0 {
-		return event{}
-	}
-	typ, ok := rawString(line, ts, te)
-	if !ok {
+		return ve, ok
+	}); !ok || !isString {
 		return event{}
 	}
 	if validate && !json.Valid(line) {
@@ -113,7 +120,7 @@ func parseLine(line []byte, validate bool) event {
 	return ev
 }
 
-// complete reports whether the object walk ended at the end of the line.
+// complete reports whether the object walk ended well at the end of the line.
 func complete(line []byte, end int, ok bool) bool {
 	return ok && skipWS(line, end) == len(line)
 }
@@ -121,7 +128,11 @@ func complete(line []byte, end int, ok bool) bool {
 func parseSystem(line []byte, i int) event {
 	var subtype []byte
 	ev := event{kind: evInit}
-	end, ok := walkObject(line, i, func(key []byte, vs, ve int) bool {
+	end, ok := walkObject(line, i, func(key []byte, vs int) (int, bool) {
+		ve, ok := skipValue(line, vs)
+		if !ok {
+			return ve, false
+		}
 		switch string(key) {
 		case "subtype":
 			subtype, _ = rawString(line, vs, ve)
@@ -132,7 +143,7 @@ func parseSystem(line []byte, i int) event {
 		case "claude_code_version", "mcp_servers", "slash_commands":
 			ev.claude = true
 		}
-		return true
+		return ve, true
 	})
 	if !complete(line, end, ok) || string(subtype) != "init" {
 		return event{kind: evDropped}
@@ -146,63 +157,65 @@ func parseSystem(line []byte, i int) event {
 // subtype is seen.
 func parseToolCall(line []byte, i int) event {
 	started := false
-	tcs, tce := -1, -1
-	end, ok := walkObject(line, i, func(key []byte, vs, ve int) bool {
-		switch string(key) {
-		case "subtype":
-			st, _ := rawString(line, vs, ve)
-			started = string(st) == "started"
-			return started
-		case "tool_call":
-			tcs, tce = vs, ve
-		}
-		return true
-	})
-	if !started || !complete(line, end, ok) || tcs < 0 {
-		return event{kind: evDropped}
-	}
 	var tu toolUse
 	found := false
-	tc := line[:tce]
-	walkObject(tc, tcs, func(key []byte, vs, ve int) bool {
-		if len(key) == 0 || tc[vs] != '{' {
-			return true
-		}
-		found = true
-		if string(key) == "function" {
-			tu = toolUse{kind: toolOther}
-			walkObject(tc, vs, func(k []byte, s, e int) bool {
-				if string(k) == "name" {
-					tu.name, _ = stringAt(tc, s, e)
-					return false
-				}
-				return true
-			})
-			return false
-		}
-		tu = cursorTool(string(key))
-		walkObject(tc, vs, func(k []byte, s, e int) bool {
-			if string(k) != "args" || tc[s] != '{' {
-				return true
+	end, ok := walkObject(line, i, func(key []byte, vs int) (int, bool) {
+		switch string(key) {
+		case "subtype":
+			ve, ok := skipValue(line, vs)
+			st, _ := rawString(line, vs, ve)
+			if started = ok && string(st) == "started"; !started {
+				return stopWalk, true
 			}
-			walkObject(tc, s, func(ak []byte, as, ae int) bool {
-				switch string(ak) {
-				case "path", "filePath", "file_path", "targetFile":
-					if tu.kind != toolShell && tu.arg == "" {
-						tu.arg, _ = stringAt(tc, as, ae)
+			return ve, ok
+		case "tool_call":
+			if at(line, vs) == '{' {
+				return walkObject(line, vs, func(key []byte, vs int) (int, bool) {
+					if found || at(line, vs) != '{' {
+						return skipValue(line, vs)
 					}
-				case "command":
-					if tu.kind == toolShell {
-						tu.arg, _ = stringAt(tc, as, ae)
+					found = true
+					if string(key) == "function" {
+						tu = toolUse{kind: toolOther}
+						return walkObject(line, vs, func(k []byte, s int) (int, bool) {
+							if string(k) != "name" {
+								return skipValue(line, s)
+							}
+							var e int
+							var ok bool
+							tu.name, e, ok = stringValue(line, s)
+							return e, ok
+						})
 					}
-				}
-				return true
-			})
-			return false
-		})
-		return false
+					tu = cursorTool(string(key))
+					return walkObject(line, vs, func(k []byte, s int) (int, bool) {
+						if string(k) != "args" || at(line, s) != '{' {
+							return skipValue(line, s)
+						}
+						return walkObject(line, s, func(ak []byte, as int) (int, bool) {
+							ae, ok := skipValue(line, as)
+							if !ok {
+								return ae, false
+							}
+							switch string(ak) {
+							case "path", "filePath", "file_path", "targetFile":
+								if tu.kind != toolShell && tu.arg == "" {
+									tu.arg, _ = stringAt(line, as, ae)
+								}
+							case "command":
+								if tu.kind == toolShell {
+									tu.arg, _ = stringAt(line, as, ae)
+								}
+							}
+							return ae, true
+						})
+					})
+				})
+			}
+		}
+		return skipValue(line, vs)
 	})
-	if !found {
+	if !started || !found || !complete(line, end, ok) {
 		return event{kind: evDropped}
 	}
 	return event{kind: evTools, tools: []toolUse{tu}}
@@ -225,92 +238,137 @@ func cursorTool(key string) toolUse {
 	return toolUse{kind: toolOther, name: name}
 }
 
+// toolUseMarker is present in every assistant line that invokes a tool.
+var toolUseMarker = []byte(`"tool_use"`)
+
 // parseAssistant reads the tool_use blocks of a Claude Code assistant
 // message: {"type":"assistant","message":{"content":[{"type":"tool_use","name":"Read","input":{"file_path":...}}]}}.
 // Assistant text (Cursor's streamed fragments included) is dropped.
 func parseAssistant(line []byte, i int) event {
-	ms, me := -1, -1
-	end, ok := walkObject(line, i, func(key []byte, vs, ve int) bool {
-		if string(key) == "message" {
-			ms, me = vs, ve
-		}
-		return true
-	})
-	if !complete(line, end, ok) || ms < 0 || line[ms] != '{' {
+	if !bytes.Contains(line, toolUseMarker) {
 		return event{kind: evDropped}
 	}
-	msg := line[:me]
 	var tools []toolUse
-	walkObject(msg, ms, func(key []byte, vs, ve int) bool {
-		if string(key) != "content" || msg[vs] != '[' {
-			return true
+	end, ok := walkObject(line, i, func(key []byte, vs int) (int, bool) {
+		if string(key) != "message" || at(line, vs) != '{' {
+			return skipValue(line, vs)
 		}
-		walkArray(msg, vs, func(es, ee int) bool {
-			if msg[es] != '{' {
-				return true
+		return walkObject(line, vs, func(key []byte, vs int) (int, bool) {
+			if string(key) != "content" || at(line, vs) != '[' {
+				return skipValue(line, vs)
 			}
-			var isToolUse bool
-			var name string
-			is, ie := -1, -1
-			walkObject(msg, es, func(k []byte, s, e int) bool {
-				switch string(k) {
-				case "type":
-					t, _ := rawString(msg, s, e)
-					isToolUse = string(t) == "tool_use"
-				case "name":
-					name, _ = stringAt(msg, s, e)
-				case "input":
-					is, ie = s, e
+			return walkArray(line, vs, func(es int) (int, bool) {
+				if at(line, es) != '{' {
+					return skipValue(line, es)
 				}
-				return true
+				var isToolUse, done bool
+				var name string
+				var tu toolUse
+				var input []byte // the raw input object, when it comes before the name
+				ee, ok := walkObject(line, es, func(k []byte, s int) (int, bool) {
+					if string(k) == "input" && isToolUse && name != "" {
+						// The usual key order (type, id, name, input):
+						// read the input in the same pass.
+						tu, done = claudeTool(name), true
+						return tu.walkInput(line, s)
+					}
+					e, ok := skipValue(line, s)
+					if !ok {
+						return e, false
+					}
+					switch string(k) {
+					case "type":
+						t, _ := rawString(line, s, e)
+						isToolUse = string(t) == "tool_use"
+					case "name":
+						name, _ = stringAt(line, s, e)
+					case "input":
+						input = line[s:e]
+					}
+					return e, true
+				})
+				if ok && isToolUse && len(tools) < maxToolsPerEvent {
+					if !done {
+						tu = claudeTool(name)
+						tu.walkInput(input, 0)
+					}
+					tools = append(tools, tu)
+				}
+				return ee, ok
 			})
-			if isToolUse {
-				tools = append(tools, claudeTool(msg, name, is, ie))
-			}
-			return true
 		})
-		return false
 	})
-	if len(tools) == 0 {
+	if !complete(line, end, ok) || len(tools) == 0 {
 		return event{kind: evDropped}
 	}
 	return event{kind: evTools, tools: tools}
 }
 
-// claudeTool maps a Claude Code tool_use block to a toolUse, taking the path
-// or command out of its input object b[is:ie] (is < 0: no input).
-func claudeTool(b []byte, name string, is, ie int) toolUse {
+// claudeTool maps a Claude Code tool name to a toolUse whose argKey names
+// the input field that holds its path or command.
+func claudeTool(name string) toolUse {
 	tu := toolUse{kind: toolOther, name: name}
-	var argKey string
 	switch name {
 	case "Read", "NotebookRead":
-		tu.kind, argKey = toolRead, "file_path"
+		tu.kind, tu.argKey = toolRead, "file_path"
 	case "Write", "Edit", "MultiEdit":
-		tu.kind, argKey = toolWrite, "file_path"
+		tu.kind, tu.argKey = toolWrite, "file_path"
 	case "NotebookEdit":
-		tu.kind, argKey = toolWrite, "notebook_path"
+		tu.kind, tu.argKey = toolWrite, "notebook_path"
 	case "Bash":
-		tu.kind, argKey = toolShell, "command"
-	default:
-		return tu
+		tu.kind, tu.argKey = toolShell, "command"
 	}
-	if is < 0 || b[is] != '{' {
-		return tu
-	}
-	in := b[:ie]
-	walkObject(in, is, func(k []byte, s, e int) bool {
-		if string(k) == argKey || (argKey == "notebook_path" && string(k) == "file_path" && tu.arg == "") {
-			tu.arg, _ = stringAt(in, s, e)
-		}
-		return true
-	})
 	return tu
+}
+
+// walkInput consumes the tool_use input object at b[i], taking tu.arg from
+// its tu.argKey member.
+func (tu *toolUse) walkInput(b []byte, i int) (int, bool) {
+	if tu.argKey == "" || at(b, i) != '{' {
+		return skipValue(b, i)
+	}
+	return walkObject(b, i, func(k []byte, s int) (int, bool) {
+		e, ok := skipValue(b, s)
+		if ok && string(k) == tu.argKey {
+			tu.arg, _ = stringAt(b, s, e)
+		}
+		return e, ok
+	})
 }
 
 // parseResult reads the terminal result event of either agent.
 func parseResult(line []byte, i int) event {
 	ev := event{kind: evResult}
-	end, ok := walkObject(line, i, func(key []byte, vs, ve int) bool {
+	end, ok := walkObject(line, i, func(key []byte, vs int) (int, bool) {
+		switch string(key) {
+		case "usage":
+			if at(line, vs) == '{' {
+				return walkObject(line, vs, func(k []byte, s int) (int, bool) {
+					e, ok := skipValue(line, s)
+					switch string(k) {
+					case "output_tokens", "outputTokens":
+						if ok {
+							ev.outputTokens, ev.hasTokens = numberAt(line, s, e)
+						}
+					}
+					return e, ok
+				})
+			}
+		case "errors":
+			if at(line, vs) == '[' {
+				return walkArray(line, vs, func(s int) (int, bool) {
+					msg, e, ok := errorValue(line, s)
+					if msg != "" && len(ev.errs) < maxResultErrors {
+						ev.errs = append(ev.errs, msg)
+					}
+					return e, ok
+				})
+			}
+		}
+		ve, ok := skipValue(line, vs)
+		if !ok {
+			return ve, false
+		}
 		switch string(key) {
 		case "subtype":
 			ev.subtype, _ = stringAt(line, vs, ve)
@@ -322,29 +380,8 @@ func parseResult(line []byte, i int) event {
 			ev.result, _ = stringAt(line, vs, ve)
 		case "total_cost_usd":
 			ev.costUSD, ev.hasCost = numberAt(line, vs, ve)
-		case "usage":
-			if line[vs] != '{' {
-				return true
-			}
-			walkObject(line[:ve], vs, func(k []byte, s, e int) bool {
-				switch string(k) {
-				case "output_tokens", "outputTokens":
-					ev.outputTokens, ev.hasTokens = numberAt(line, s, e)
-				}
-				return true
-			})
-		case "errors":
-			if line[vs] != '[' {
-				return true
-			}
-			walkArray(line[:ve], vs, func(s, e int) bool {
-				if msg := errorText(line, s, e); msg != "" && len(ev.errs) < 16 {
-					ev.errs = append(ev.errs, msg)
-				}
-				return true
-			})
 		}
-		return true
+		return ve, true
 	})
 	if !complete(line, end, ok) {
 		return event{kind: evDropped}
@@ -352,41 +389,37 @@ func parseResult(line []byte, i int) event {
 	return ev
 }
 
-// errorText returns the text of an error value: a string, or an object's
-// "message" (or "error") string. It looks one level deep only, so that a
-// deeply nested value cannot make the walk quadratic.
-func errorText(b []byte, vs, ve int) string {
-	if s, ok := stringAt(b, vs, ve); ok {
-		return s
+// errorValue consumes an error value at b[vs] and returns its text: a
+// string, or an object's "message" (or "error") string. It looks one level
+// deep only.
+func errorValue(b []byte, vs int) (msg string, ve int, ok bool) {
+	if at(b, vs) != '{' {
+		return stringValue(b, vs)
 	}
-	if b[vs] != '{' {
-		return ""
-	}
-	var msg string
-	walkObject(b[:ve], vs, func(k []byte, s, e int) bool {
-		switch string(k) {
-		case "message", "error":
-			if m, ok := stringAt(b, s, e); ok && m != "" && msg == "" {
-				msg = m
-			}
+	ve, ok = walkObject(b, vs, func(k []byte, s int) (int, bool) {
+		m, e, ok := stringValue(b, s)
+		if (string(k) == "message" || string(k) == "error") && msg == "" {
+			msg = m
 		}
-		return true
+		return e, ok
 	})
-	return msg
+	return msg, ve, ok
 }
 
 // parseError reads {"type":"error","message":"..."} (or "error": "..." /
 // {"message": ...}).
 func parseError(line []byte, i int) event {
 	ev := event{kind: evError}
-	end, ok := walkObject(line, i, func(key []byte, vs, ve int) bool {
+	end, ok := walkObject(line, i, func(key []byte, vs int) (int, bool) {
 		switch string(key) {
 		case "message", "error":
-			if m := errorText(line[:ve], vs, ve); m != "" && ev.result == "" {
+			m, e, ok := errorValue(line, vs)
+			if ev.result == "" {
 				ev.result = m
 			}
+			return e, ok
 		}
-		return true
+		return skipValue(line, vs)
 	})
 	if !complete(line, end, ok) {
 		return event{kind: evDropped}

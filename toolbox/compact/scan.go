@@ -13,10 +13,12 @@ import (
 // megabytes a second, while most bytes of a stream sit inside string values
 // (thinking tokens, echoed file contents) that are never decoded: skipping a
 // string is one bytes.IndexByte per quote, which encoding/json cannot offer.
-// The walker is deliberately loose (it checks structure, not every number or
-// escape); lines that matter for the "is this NDJSON at all" decision are
-// checked with json.Valid, and every string that reaches the summary is
-// decoded by encoding/json whenever it holds an escape.
+// The walker checks the syntax of the objects and arrays it walks into
+// (members, separators, literals, numbers); nested values it skips are only
+// bracket-matched, and escapes inside strings are not checked. Whether the
+// input is NDJSON at all is decided with json.Valid, and every string that
+// reaches the summary is decoded by encoding/json whenever it holds an
+// escape.
 
 // skipWS returns the index of the first byte at or after i that is not JSON
 // whitespace.
@@ -104,18 +106,49 @@ func skipValue(b []byte, i int) (int, bool) {
 	return j, true
 }
 
-// validScalar reports whether lit looks like a JSON literal or number.
+// validScalar reports whether lit is a JSON literal or number.
 func validScalar(lit []byte) bool {
 	switch string(lit) {
 	case "true", "false", "null":
 		return true
 	}
-	for _, c := range lit {
-		if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
+	// number = [-] int [frac] [exp]
+	i := 0
+	if i < len(lit) && lit[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(lit) && lit[i] == '0':
+		i++
+	case i < len(lit) && lit[i] >= '1' && lit[i] <= '9':
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
+		}
+	default:
+		return false
+	}
+	if i < len(lit) && lit[i] == '.' {
+		i++
+		if i >= len(lit) || lit[i] < '0' || lit[i] > '9' {
 			return false
 		}
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
+		}
 	}
-	return true
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		if i < len(lit) && (lit[i] == '+' || lit[i] == '-') {
+			i++
+		}
+		if i >= len(lit) || lit[i] < '0' || lit[i] > '9' {
+			return false
+		}
+		for i < len(lit) && lit[i] >= '0' && lit[i] <= '9' {
+			i++
+		}
+	}
+	return i == len(lit)
 }
 
 // stopWalk, returned by a walk callback as the value's end, ends the walk
@@ -265,4 +298,12 @@ func boolAt(b []byte, vs, ve int) (v, ok bool) {
 		return false, true
 	}
 	return false, false
+}
+
+// at returns b[i], or 0 when i is past the end.
+func at(b []byte, i int) byte {
+	if i < len(b) {
+		return b[i]
+	}
+	return 0
 }
