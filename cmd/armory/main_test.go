@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/armory-dev/armory"
+)
+
+// binary is the armory command built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "armory-cli-test-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "armory")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// armoryCmd runs the real binary with args and env additions.
+func armoryCmd(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func initWorld(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "w")
+	r := armoryCmd(t, nil, "init", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "wrote an example world") {
+		t.Fatalf("init: %+v", r)
+	}
+	return dir
+}
+
+func TestCLIEndToEnd(t *testing.T) {
+	w := initWorld(t)
+
+	r := armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 4 agents, 5 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
+		t.Fatalf("world check: %+v", r)
+	}
+
+	// ARMORY_WORLD is the default for --world.
+	r = armoryCmd(t, []string{"ARMORY_WORLD=" + w}, "tool", "list", "reviewer")
+	var list []struct{ Name, Description string }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil {
+		t.Fatalf("tool list: %+v", r)
+	}
+	var got []string
+	for _, e := range list {
+		got = append(got, e.Name)
+		if e.Description == "" {
+			t.Errorf("%s has no description", e.Name)
+		}
+	}
+	if !slices.Equal(got, []string{"devtools.word-count", "workspace.read"}) {
+		t.Fatalf("reviewer tools = %v", got)
+	}
+
+	r = armoryCmd(t, nil, "--world", w, "tool", "brief", "architect")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "<tools>\n- devtools.repo-git: ") || !strings.Contains(r.stdout, "Toolkit inspect: List a folder") || !strings.HasSuffix(r.stdout, "</tools>\n") {
+		t.Fatalf("brief: %+v", r)
+	}
+
+	for _, f := range []string{"openai", "anthropic", "mcp"} {
+		r = armoryCmd(t, nil, "--world", w, "tool", "specs", "architect", "--format", f)
+		var v any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &v) != nil {
+			t.Fatalf("specs %s: %+v", f, r)
+		}
+		switch f {
+		case "openai":
+			if !strings.Contains(r.stdout, `"name": "devtools__repo-git"`) || !strings.Contains(r.stdout, `"type": "function"`) {
+				t.Errorf("openai: %s", r.stdout)
+			}
+		case "anthropic":
+			if !strings.Contains(r.stdout, `"input_schema"`) {
+				t.Errorf("anthropic: %s", r.stdout)
+			}
+		case "mcp":
+			if !strings.Contains(r.stdout, `"inputSchema"`) || !strings.Contains(r.stdout, `"destructiveHint": true`) || !strings.Contains(r.stdout, `"name": "devtools.repo-git"`) {
+				t.Errorf("mcp: %s", r.stdout)
+			}
+		}
+	}
+
+	r = armoryCmd(t, nil, "--world", w, "access", "show", "architect", "--json")
+	var show map[string]any
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &show) != nil {
+		t.Fatalf("access show: %+v", r)
+	}
+	for _, k := range []string{"mode", "groups", "overrides", "granted_privileged"} {
+		if _, ok := show[k]; !ok {
+			t.Errorf("access show lacks %q: %s", k, r.stdout)
+		}
+	}
+	if show["mode"] != "access" {
+		t.Errorf("mode = %v", show["mode"])
+	}
+
+	for _, tc := range []struct {
+		agent, tool string
+		visible     bool
+	}{{"reviewer", "devtools.word-count", true}, {"scribe", "devtools.word-count", false}, {"intern", "no.such", false}} {
+		r = armoryCmd(t, nil, "--world", w, "access", "explain", tc.agent, tc.tool, "--json")
+		var ex struct {
+			Agent, Tool     string
+			Visible, Public bool
+			Reasons         []string
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &ex) != nil {
+			t.Fatalf("explain (exit 0 whether or not visible): %+v", r)
+		}
+		if ex.Agent != tc.agent || ex.Tool != tc.tool || ex.Visible != tc.visible || len(ex.Reasons) == 0 {
+			t.Errorf("explain %s %s = %+v", tc.agent, tc.tool, ex)
+		}
+	}
+	r = armoryCmd(t, nil, "--world", w, "access", "explain", "reviewer", "workspace.list")
+	if r.code != 0 || !strings.Contains(r.stdout, "reviewer → workspace.list: not visible\n  - public") {
+		t.Fatalf("explain text: %+v", r)
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	w := initWorld(t)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, armory.ExitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, reviewer, scribe)` + "\n"},
+		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, armory.ExitInvalid, "armory: no world-config.yaml in "},
+		{"missing argument", []string{"--world", w, "tool", "list"}, armory.ExitUsage, "tool list takes 1 argument(s): AGENT"},
+		{"extra argument", []string{"--world", w, "access", "explain", "a"}, armory.ExitUsage, "takes 2 argument(s): AGENT TOOL"},
+		{"unknown flag", []string{"--world", w, "tool", "list", "a", "--bogus"}, armory.ExitUsage, "unknown flag: --bogus"},
+		{"unknown command", []string{"frobnicate"}, armory.ExitUsage, `unknown command "frobnicate"`},
+		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, armory.ExitUsage, "--format must be openai, anthropic or mcp"},
+		{"init into a non-empty folder", []string{"init", w}, armory.ExitInvalid, "is not empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := armoryCmd(t, nil, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) || r.stdout != "" {
+				t.Fatalf("got exit %d stderr %q stdout %q; want exit %d and %q", r.code, r.stderr, r.stdout, tc.code, tc.stderr)
+			}
+			if tc.code == armory.ExitInvalid && strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Errorf("want a one-line message, got %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestCLIWorldCheckListsEveryError(t *testing.T) {
+	w := initWorld(t)
+	cfg := filepath.Join(w, "world-config.yaml")
+	b, _ := os.ReadFile(cfg)
+	broken := strings.Replace(string(b), "id: reviewer ", "id: architect ", 1)
+	broken = strings.Replace(broken, "default: true", "default: often", 1)
+	os.WriteFile(cfg, []byte(broken), 0o644)
+	os.WriteFile(filepath.Join(w, "archetype/scribe/config.md"), []byte("## Tool Access\nprivilege_groups: writers\n"), 0o644)
+	r := armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != armory.ExitInvalid {
+		t.Fatalf("exit %d: %+v", r.code, r)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	var errs []string
+	for _, l := range lines {
+		if !strings.Contains(l, "warning:") {
+			errs = append(errs, l)
+		}
+	}
+	want := []string{
+		`archetype/scribe/config.md:2: unknown privilege group "writers" (groups: devops, writer)`,
+		`world-config.yaml:7: duplicate agent id "architect" (first at line 5)`,
+		`world-config.yaml:28: toolkits.inspect.default must be true or false, got the value "often"`,
+	}
+	if !slices.Equal(errs, want) {
+		t.Fatalf("errors, one per line, sorted by file:\n%s\nwant:\n%s", strings.Join(errs, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestCLIDemo(t *testing.T) {
+	r := armoryCmd(t, nil, "demo")
+	if r.code != 0 || !strings.Contains(r.stdout, "== agent architect") || !strings.Contains(r.stdout, "why can't scribe use devtools.word-count?") {
+		t.Fatalf("demo: %+v", r)
+	}
+}
