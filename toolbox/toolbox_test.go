@@ -190,4 +190,3 @@ func processWithArg(arg string) bool {
 	}
 	return false
 }
-
