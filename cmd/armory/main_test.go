@@ -218,3 +218,25 @@ func TestCLIDemo(t *testing.T) {
 		t.Fatalf("demo: %+v", r)
 	}
 }
+
+func TestCLIScreen(t *testing.T) {
+	for _, tc := range []struct{ cmd, verdict string }{
+		{"sudo rm -rf --no-preserve-root /", "block"},
+		{"ls -la | grep go", "allow"},
+		{"npm test", "confirm"},
+	} {
+		r := armoryCmd(t, nil, "screen", "--json", tc.cmd)
+		var out struct {
+			Verdict  string     `json:"verdict"`
+			Commands [][]string `json:"commands"`
+			Reasons  []string   `json:"reasons"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.Verdict != tc.verdict || len(out.Commands) == 0 {
+			t.Errorf("screen %q: %+v", tc.cmd, r)
+		}
+	}
+	r := armoryCmd(t, nil, "screen", "rm -rf ~")
+	if r.code != 0 || !strings.Contains(r.stdout, "Blocked catastrophic command: rm -rf ~") {
+		t.Errorf("screen text: %+v", r)
+	}
+}
