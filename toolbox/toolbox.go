@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sort"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/toolbox/compact"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -206,7 +208,24 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		}
 		dir = inv.Agent.Workspace
 	}
-	out := Run(ctx, RunSpec{Binary: t.def.BinaryPath, Args: argv, Dir: dir, Env: t.env(inv), Timeout: t.def.Timeout, MaxOutput: t.def.MaxOutput})
+	spec := RunSpec{Binary: t.def.BinaryPath, Args: argv, Dir: dir, Env: t.env(inv), Timeout: t.def.Timeout, MaxOutput: t.def.MaxOutput}
+	var stream *compact.Stream
+	if compact.IsCodingAgent(t.spec.Name) {
+		// Coding agents (seed 000): the whole NDJSON stream is parsed as it
+		// arrives — not just the capped part — so the result event at its end
+		// is never lost; live progress goes to the caller.
+		stream = compact.NewStream(t.spec.Name)
+		if inv.Progress != nil {
+			stream.OnProgress(inv.Progress)
+		}
+		spec.StdoutTee = stream
+	}
+	out := Run(ctx, spec)
+	if stream != nil {
+		if summary, ok := stream.Summary(); ok {
+			out.Stdout, out.StdoutTotal = []byte(summary), int64(len(summary))
+		}
+	}
 	return out.Result(t.spec.Name)
 }
 
@@ -243,6 +262,9 @@ type RunSpec struct {
 	Env       []string
 	Timeout   time.Duration
 	MaxOutput int // per stream
+	// StdoutTee, when set, also receives every byte of stdout (not just
+	// the kept part). It must not block.
+	StdoutTee io.Writer
 }
 
 // Outcome is what a run produced.
@@ -279,6 +301,9 @@ func Run(ctx context.Context, spec RunSpec) Outcome {
 	stdout := &capped{max: spec.MaxOutput}
 	stderr := &capped{max: spec.MaxOutput}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if spec.StdoutTee != nil {
+		cmd.Stdout = io.MultiWriter(stdout, spec.StdoutTee)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error {
 		// Kill the whole group: children that the tool started die too.

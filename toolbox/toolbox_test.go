@@ -190,3 +190,34 @@ func processWithArg(arg string) bool {
 	}
 	return false
 }
+
+// A coding-agent tool returns the compact summary, even when the raw stream
+// is far larger than max_output, and streams progress while it runs.
+func TestCodingAgentCompaction(t *testing.T) {
+	fixture, err := filepath.Abs("compact/testdata/cursor_success.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(fixture); err != nil {
+		t.Skip("fixture missing:", err)
+	}
+	d := def(script(t, `cat '`+fixture+`'`))
+	d.Name = "cursor-agent"
+	d.MaxOutput = 1024 // far smaller than the stream: the result event is past the cap
+	var progress []string
+	in := inv(t, `{}`)
+	in.Progress = func(s string) { progress = append(progress, s) }
+	res := New(d).Execute(context.Background(), in)
+	if !res.Success || !strings.HasPrefix(res.Text, "Cursor agent completed successfully in ") || !strings.Contains(res.Text, "Result:\n") || strings.Contains(res.Text, "truncated") {
+		t.Fatalf("result = %+v", res)
+	}
+	if len(progress) == 0 {
+		t.Fatal("no live progress")
+	}
+	// Not NDJSON: the raw output is returned.
+	d2 := def(script(t, `echo plain text output`))
+	d2.Name = "claude-agent"
+	if res := New(d2).Execute(context.Background(), inv(t, `{}`)); res.Text != "plain text output\n" {
+		t.Fatalf("raw = %q", res.Text)
+	}
+}
