@@ -1,0 +1,97 @@
+package sandbox
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+func benchSetup(b *testing.B) (bwrap, workspace string) {
+	b.Helper()
+	requireBackendB(b)
+	return Detect().bwrapPath, b.TempDir()
+}
+
+func requireBackendB(b *testing.B) {
+	b.Helper()
+	if err := Detect().Check(BackendBwrap); err != nil {
+		b.Skipf("bwrap unavailable: %v", err)
+	}
+}
+
+func runTrue(b *testing.B, w string) {
+	out, err := Run(context.Background(), Policy{Backend: BackendBwrap, Workspace: w}, []string{"true"}, nil)
+	if err != nil || out.ExitCode != 0 {
+		b.Fatalf("Run(true): %+v %v", out, err)
+	}
+}
+
+func bareTrue(b *testing.B, bwrap string) {
+	if err := exec.Command(bwrap, "--ro-bind", "/", "/", "true").Run(); err != nil {
+		b.Fatalf("bare bwrap: %v", err)
+	}
+}
+
+// BenchmarkRunTrue is a full sandboxed spawn of `true` (namespaces, mounts,
+// rlimits handshake, output capture, tree kill and reap).
+func BenchmarkRunTrue(b *testing.B) {
+	_, w := benchSetup(b)
+	for b.Loop() {
+		runTrue(b, w)
+	}
+}
+
+// BenchmarkBareBwrapTrue is the floor: `bwrap --ro-bind / / true`.
+func BenchmarkBareBwrapTrue(b *testing.B) {
+	bwrap, _ := benchSetup(b)
+	for b.Loop() {
+		bareTrue(b, bwrap)
+	}
+}
+
+// sameFlags is bwrap with the flags Run uses (minus the info/block fd
+// handshake): it separates the cost of the namespaces and mounts the
+// policy requires from the runner's own overhead.
+func sameFlags(b *testing.B, bwrap, w string) []string {
+	r, err := resolve(Policy{Backend: BackendBwrap, Workspace: w})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var args []string
+	full := bwrapArgs(r, Detect(), []string{"true"})
+	for i := 0; i < len(full); i++ {
+		if full[i] == "--info-fd" || full[i] == "--block-fd" {
+			i++
+			continue
+		}
+		args = append(args, full[i])
+	}
+	return args
+}
+
+// BenchmarkRunVsBareBwrap interleaves both in one run, so that machine noise
+// hits both alike, and reports Run's time over bare bwrap's ("ratio";
+// target <= 1.3).
+func BenchmarkRunVsBareBwrap(b *testing.B) {
+	bwrap, w := benchSetup(b)
+	flags := sameFlags(b, bwrap, w)
+	var run, bare, same time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		bareTrue(b, bwrap)
+		t1 := time.Now()
+		runTrue(b, w)
+		t2 := time.Now()
+		if err := exec.Command(bwrap, flags...).Run(); err != nil {
+			b.Fatalf("bwrap with Run's flags: %v", err)
+		}
+		same += time.Since(t2)
+		run += t2.Sub(t1)
+		bare += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(run)/float64(bare), "ratio")
+	b.ReportMetric(float64(run)/float64(same), "ratio-same-flags")
+	b.ReportMetric(float64(run.Nanoseconds())/float64(b.N), "run-ns/op")
+	b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "bare-ns/op")
+}

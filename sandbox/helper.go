@@ -1,0 +1,249 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// helperMarker is argv[1] of a re-executed helper process.
+const helperMarker = "__armory_sandbox_helper"
+
+// helperRegistered records that MaybeRunHelper was called (and returned) in
+// this process, so re-executing os.Executable() as a helper is safe.
+var helperRegistered atomic.Bool
+
+// helperConfig travels from Run to the helper as argv[2] (JSON). It holds
+// no environment: the helper's own environment is the command's.
+type helperConfig struct {
+	Landlock bool     `json:"landlock,omitempty"`
+	Writable []string `json:"rw,omitempty"`
+	Network  bool     `json:"net,omitempty"`
+	DropCaps bool     `json:"dropcaps,omitempty"`
+	Rlimits  []rlimit `json:"rlimits,omitempty"`
+	Argv     []string `json:"argv"`
+}
+
+// MaybeRunHelper must be called first thing in main (and in TestMain of
+// tests that use the landlock or none backends). In a normal process it
+// records that the helper is available and returns at once. In a process
+// that Run started as its helper (argv[1] == "__armory_sandbox_helper") it
+// confines itself (capabilities, Landlock, rlimits) and execs the target
+// command; it never returns then: on a set-up failure it reports the error
+// to Run and exits with status 126, and when the command cannot be executed
+// it prints the reason on stderr and exits with status 127.
+//
+// Without the call, the landlock and none backends report themselves
+// unavailable (the binary is not re-executed blindly).
+func MaybeRunHelper() {
+	if len(os.Args) < 3 || os.Args[1] != helperMarker {
+		helperRegistered.Store(true)
+		return
+	}
+	if os.Getpid() == 1 {
+		runInit() // never returns
+	}
+	runtime.LockOSThread()
+	status := os.NewFile(3, "status")
+	err := helperMain(os.Args[2])
+	// helperMain returns only on failure.
+	if status != nil {
+		fmt.Fprintf(status, "%v", err)
+	}
+	os.Exit(126)
+}
+
+// runInit is the helper as pid 1 of its own PID namespace: it starts the
+// helper again as its child (which confines itself and execs the command,
+// so the command is not pid 1 and keeps normal signal semantics), reaps
+// every orphan, and exits with the command's status (128+N for signal N).
+// Its exit tears the namespace down: the kernel kills every process left.
+// (go-landlock's all-threads syscalls also cannot run in a namespace init.)
+func runInit() {
+	status := os.NewFile(3, "status")
+	p, err := os.StartProcess("/proc/self/exe", os.Args, &os.ProcAttr{
+		Env:   os.Environ(),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, status},
+	})
+	if err != nil {
+		fmt.Fprintf(status, "helper init: %v", err)
+		os.Exit(126)
+	}
+	status.Close()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			os.Exit(126)
+		}
+		if pid == p.Pid {
+			if ws.Signaled() {
+				os.Exit(128 + int(ws.Signal()))
+			}
+			os.Exit(ws.ExitStatus())
+		}
+	}
+}
+
+func helperMain(arg string) error {
+	unix.CloseOnExec(3)
+	var c helperConfig
+	if err := json.Unmarshal([]byte(arg), &c); err != nil {
+		return fmt.Errorf("helper config: %w", err)
+	}
+	if len(c.Argv) == 0 {
+		return errors.New("helper: empty command")
+	}
+	path, err := exec.LookPath(c.Argv[0])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "armory-sandbox: %v\n", err)
+		os.Exit(127)
+	}
+	if c.DropCaps {
+		if err := dropCapabilities(); err != nil {
+			return err
+		}
+	}
+	if c.Landlock {
+		if err := applyLandlock(c.Writable, c.Network); err != nil {
+			return err
+		}
+	}
+	// Rlimits last: a low RLIMIT_AS must not starve the helper itself.
+	for _, rl := range c.Rlimits {
+		lim := syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}
+		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
+			return fmt.Errorf("setrlimit %d: %w", rl.Resource, err)
+		}
+	}
+	err = syscall.Exec(path, c.Argv, os.Environ())
+	fmt.Fprintf(os.Stderr, "armory-sandbox: exec %s: %v\n", c.Argv[0], err)
+	os.Exit(127)
+	return nil
+}
+
+// dropCapabilities empties the bounding, ambient and inheritable sets of
+// every thread, so that the exec'd command, although uid 0, holds no
+// capability (no CAP_DAC_OVERRIDE, CAP_SYS_ADMIN, CAP_KILL...).
+func dropCapabilities() error {
+	last := 40
+	if b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap"); err == nil {
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			last = n
+		}
+	}
+	if err := llsys.AllThreadsPrctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && err != unix.EINVAL {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	for c := 0; c <= last; c++ {
+		if err := llsys.AllThreadsPrctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// landlockDevices are device files a confined command may open for
+// writing (shells redirect to /dev/null all the time).
+var landlockDevices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"}
+
+// applyLandlock confines every thread: read (and execute) everywhere,
+// write only below writable, TCP bind/connect denied unless network
+// (ABI >= 4), signals and abstract unix sockets scoped to the sandbox
+// (ABI >= 6). It sets no_new_privs.
+func applyLandlock(writable []string, network bool) error {
+	cfg := landlock.V7.BestEffort()
+	err := cfg.RestrictPaths(
+		landlock.RODirs("/"),
+		landlock.RWDirs(writable...),
+		landlock.RWFiles(landlockDevices...).IgnoreIfMissing(),
+	)
+	if err != nil {
+		return fmt.Errorf("landlock file system: %w", err)
+	}
+	if !network {
+		if err := cfg.RestrictNet(); err != nil {
+			return fmt.Errorf("landlock network: %w", err)
+		}
+	}
+	if err := cfg.RestrictScoped(); err != nil {
+		return fmt.Errorf("landlock scope: %w", err)
+	}
+	return nil
+}
+
+// runHelper runs argv through the re-executed helper (landlock or none).
+func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend, argv []string, sink *progressSink) (Outcome, error) {
+	tmp, err := os.MkdirTemp("", "armory-sandbox-")
+	if err != nil {
+		return Outcome{}, fmt.Errorf("sandbox: private temp dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	env := r.environment(tmp)
+	if _, err := lookPath(argv[0], env); err != nil {
+		return Outcome{}, err
+	}
+	c := helperConfig{
+		Landlock: backend == BackendLandlock,
+		Writable: append([]string{r.workspace, tmp}, r.writable...),
+		Network:  r.Network,
+		DropCaps: backend == BackendLandlock && os.Geteuid() == 0,
+		Rlimits:  rlimitList(r.Limits),
+		Argv:     argv,
+	}
+	js, err := json.Marshal(c)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("sandbox: helper config: %w", err)
+	}
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("sandbox: pipe: %w", err)
+	}
+	defer statusR.Close()
+	cmd := &exec.Cmd{
+		Path:        det.helperExe,
+		Args:        []string{det.helperExe, helperMarker, string(js)},
+		Env:         env,
+		Dir:         r.dir,
+		ExtraFiles:  []*os.File{statusW},
+		SysProcAttr: det.helperAttr(),
+	}
+	l := &launch{r: r, backend: backend, cmd: cmd, pidns: det.helperPIDNS}
+	l.handshake = func(deadline time.Time) (int, bool, int, error) {
+		// The status pipe closes on exec (success) or carries the error.
+		b, rerr := readAllDeadline(statusR, deadline, 64<<10)
+		if rerr != nil {
+			return 0, false, -1, fmt.Errorf("sandbox: helper did not start: %w", rerr)
+		}
+		if len(b) > 0 {
+			return 0, false, -1, fmt.Errorf("sandbox: %s helper: %s", backend, b)
+		}
+		return cmd.Process.Pid, true, -1, nil
+	}
+	return execute(ctx, l, sink)
+}

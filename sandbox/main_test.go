@@ -1,0 +1,168 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	MaybeRunHelper()
+	os.Exit(m.Run())
+}
+
+// confining are the backends that confine the file system.
+var confining = []Backend{BackendBwrap, BackendLandlock}
+
+// allBackends adds the unconfined backend, for tests of limits only.
+var allBackends = []Backend{BackendBwrap, BackendLandlock, BackendNone}
+
+// requireBackend skips (locally) or fails (CI) when b cannot run here.
+func requireBackend(t *testing.T, b Backend) {
+	t.Helper()
+	switch b {
+	case BackendBwrap:
+		testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
+		if err := Detect().Check(b); err != nil {
+			testenv.Missing(t, "a working bwrap", err.Error())
+		}
+	case BackendLandlock:
+		if err := Detect().Check(b); err != nil {
+			testenv.Missing(t, "Landlock (kernel >= 5.13, landlock in lsm=)", err.Error())
+		}
+	default:
+		if err := Detect().Check(b); err != nil {
+			t.Fatalf("backend %s: %v", b, err)
+		}
+	}
+}
+
+// forEach runs f as a subtest per backend.
+func forEach(t *testing.T, backends []Backend, f func(t *testing.T, b Backend)) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			requireBackend(t, b)
+			f(t, b)
+		})
+	}
+}
+
+// hangGuard is far beyond any bound a test sets: it only turns a hung Run
+// into a failure instead of a go test timeout. It is not a speed check.
+const hangGuard = 2 * time.Minute
+
+// run calls Run and fails the test if Run errs or never returns.
+func run(t *testing.T, p Policy, progress ProgressFunc, argv ...string) Outcome {
+	t.Helper()
+	return runCtx(t, context.Background(), p, progress, argv...)
+}
+
+func runCtx(t *testing.T, ctx context.Context, p Policy, progress ProgressFunc, argv ...string) Outcome {
+	t.Helper()
+	type res struct {
+		out Outcome
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		out, err := Run(ctx, p, argv, progress)
+		ch <- res{out, err}
+	}()
+	bound := p.Timeout
+	if bound == 0 {
+		bound = DefaultTimeout
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("Run(%q): %v", argv, r.err)
+		}
+		return r.out
+	case <-time.After(bound + pipeGrace + hangGuard):
+		t.Fatalf("Run(%q) did not return within its bounds (timeout %v)", argv, bound)
+		return Outcome{}
+	}
+}
+
+// marker returns a unique, valid extra argument for GNU sleep ("0.000NNN"
+// seconds) that identifies processes of one test in /proc.
+func marker() string {
+	return fmt.Sprintf("0.000%09d", rand.IntN(1e9))
+}
+
+// procsWith lists the pids whose command line contains m (excluding this
+// test process).
+func procsWith(m string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(m)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// zombieChildren lists this process's children that are zombies (not
+// reaped).
+func zombieChildren() []int {
+	var out []int
+	for _, pid := range children(os.Getpid()) {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i > 0 && strings.HasPrefix(s[i+1:], " Z") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// checkClean fails if processes with marker m survive, or if Run left a
+// zombie child behind.
+func checkClean(t *testing.T, m string) {
+	t.Helper()
+	if m != "" {
+		if pids := procsWith(m); len(pids) > 0 {
+			t.Errorf("processes with marker %s survived Run: %v", m, pids)
+		}
+	}
+	if z := zombieChildren(); len(z) > 0 {
+		t.Errorf("zombie children left behind: %v", z)
+	}
+}
+
+func ws(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	// t.TempDir may be reached through a symlink on some systems.
+	real, err := filepath.EvalSymlinks(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return real
+}
+
+func numGoroutine() int {
+	for range 50 {
+		runtime.Gosched()
+	}
+	return runtime.NumGoroutine()
+}

@@ -1,0 +1,345 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Outcome is what a finished run produced. A non-zero exit, a signal, a
+// timeout or a hit limit are all Outcomes, not errors.
+type Outcome struct {
+	// ExitCode is the command's exit status; 128+N when it died of signal N
+	// (the shell convention, also what bwrap reports).
+	ExitCode int
+	// Stdout and Stderr hold the first MaxOutput bytes of each stream,
+	// followed by "\n(N bytes, truncated)" when N more bytes were dropped.
+	Stdout, Stderr []byte
+	// StdoutTotal and StderrTotal count every byte the streams carried,
+	// kept or dropped.
+	StdoutTotal, StderrTotal int64
+	// TimedOut is set when the timeout expired; the tree was then killed.
+	TimedOut bool
+	// Killed is set when Run killed the process tree before it finished on
+	// its own: timeout, context cancellation or the process limit.
+	Killed bool
+	// KillReason says why Killed is set: "timeout", "canceled" or
+	// "process limit".
+	KillReason string
+	// Duration is the wall-clock time from start to the end of the run.
+	Duration time.Duration
+	// Backend is the backend that ran the command.
+	Backend Backend
+	// Signal names the signal that ended the command ("SIGKILL"), or "".
+	// When the command ran in a PID namespace (bwrap, or the helper with a
+	// namespace), its init reports signal N as status 128+N, and Signal is
+	// inferred from that status.
+	Signal string
+}
+
+// pipeGrace bounds how long Run waits for the output pipes to close after
+// the command (and every process Run knows of) is dead: an escaped
+// grandchild that keeps a pipe open cannot make Run hang.
+const pipeGrace = 2 * time.Second
+
+// watchInterval is how often the process watchdog counts the tree.
+const watchInterval = 5 * time.Millisecond
+
+// Run runs argv under policy p and returns its Outcome. progress, if not
+// nil, receives output as it arrives (see ProgressFunc).
+//
+// The command's stdin is /dev/null. Its environment is the allow-list
+// described in docs/sandbox.md plus p.PassEnv and p.Env. When Run returns,
+// every process of the run has been killed and reaped (or, for the bwrap
+// backend and the helper in a PID namespace, torn down with the
+// namespace), and no goroutine started by Run is left.
+//
+// Run returns an error only when the command could not be started: an
+// invalid policy (wrapping ErrPolicy), an unavailable backend (an
+// *UnavailableError, matching ErrUnavailable), a command not found
+// (wrapping exec.ErrNotFound), an already-done ctx, or a failure of the
+// sandbox set-up. Run is safe for concurrent use.
+func Run(ctx context.Context, p Policy, argv []string, progress ProgressFunc) (Outcome, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return Outcome{}, policyErr("empty command")
+	}
+	for _, a := range argv {
+		if strings.IndexByte(a, 0) >= 0 {
+			return Outcome{}, policyErr("argument contains NUL")
+		}
+	}
+	r, err := resolve(p)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Outcome{}, err
+	}
+	det := Detect()
+	backend := r.Backend
+	if backend == BackendAuto {
+		backend = det.Best
+		if backend == "" {
+			return Outcome{}, det.unavailable(BackendAuto)
+		}
+	}
+	if err := det.Check(backend); err != nil {
+		return Outcome{}, err
+	}
+	if backend == BackendLandlock && len(r.readOnly) > 0 {
+		for _, ro := range r.readOnly {
+			for _, w := range append([]string{r.workspace}, r.writable...) {
+				if within(w, ro) {
+					return Outcome{}, policyErr("landlock cannot make %q read-only inside writable %q", ro, w)
+				}
+			}
+		}
+	}
+	sink := &progressSink{fn: progress}
+	switch backend {
+	case BackendBwrap:
+		return runBwrap(ctx, r, det, argv, sink)
+	default:
+		return runHelper(ctx, r, det, backend, argv, sink)
+	}
+}
+
+// lookPath resolves argv0 against the sandbox PATH the way the sandboxed
+// exec would (the file system outside the workspace and /tmp is the host's).
+// Names with a slash are left to the backend.
+func lookPath(argv0 string, env []string) (string, error) {
+	if strings.Contains(argv0, "/") {
+		return argv0, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		f := filepath.Join(dir, argv0)
+		if fi, err := os.Stat(f); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return argv0, nil
+		}
+	}
+	return "", fmt.Errorf("sandbox: %q: %w", argv0, exec.ErrNotFound)
+}
+
+// launch describes one started process tree for the shared engine.
+type launch struct {
+	r       *resolved
+	backend Backend
+	cmd     *exec.Cmd
+	// handshake runs after Start and before the command runs anything; it
+	// returns the pid whose descendants the watchdog counts, whether that pid
+	// itself counts, and a pidfd to kill (or -1). An error aborts the run.
+	handshake func(deadline time.Time) (watchRoot int, watchSelf bool, killfd int, err error)
+	// pidns is set when the sandbox has its own PID namespace (its
+	// processes cannot escape the kill).
+	pidns bool
+}
+
+// execute is the engine shared by every backend: pipes, start, handshake,
+// wait with timeout / cancel / process watchdog, tree kill, bounded drain.
+func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, err error) {
+	r := l.r
+	out.Backend = l.backend
+	start := time.Now()
+	deadline := start.Add(r.Timeout)
+
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return out, fmt.Errorf("sandbox: pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return out, fmt.Errorf("sandbox: pipe: %w", err)
+	}
+	l.cmd.Stdin = nil // /dev/null
+	l.cmd.Stdout, l.cmd.Stderr = outW, errW
+	startErr := l.cmd.Start()
+	outW.Close()
+	errW.Close()
+	for _, f := range l.cmd.ExtraFiles {
+		f.Close()
+	}
+	if startErr != nil {
+		outR.Close()
+		errR.Close()
+		return out, fmt.Errorf("sandbox: start %s: %w", l.backend, startErr)
+	}
+	pid := l.cmd.Process.Pid
+
+	stdout := newCapture("stdout", r.MaxOutput, sink)
+	stderr := newCapture("stderr", r.MaxOutput, sink)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); stdout.drain(outR) }()
+	go func() { defer readers.Done(); stderr.drain(errR) }()
+
+	// exited is closed when the direct child has exited; it is not reaped
+	// yet, so its pid and process group id cannot be reused meanwhile.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}()
+
+	killfd := -1
+	kill := func() {
+		if killfd >= 0 {
+			_ = unix.PidfdSendSignal(killfd, unix.SIGKILL, nil, 0)
+		}
+		_ = unix.Kill(-pid, unix.SIGKILL) // the process group (Setpgid/Setsid)
+		if !l.pidns {
+			// Without a PID namespace, also reach descendants that left the
+			// process group (setsid) while their parents still live.
+			for _, p := range descendants(pid) {
+				_ = unix.Kill(p, unix.SIGKILL)
+			}
+		}
+	}
+	// finish kills what is left, reaps the child and collects the output.
+	finish := func() {
+		kill()
+		<-exited
+		_ = l.cmd.Wait()
+		if killfd >= 0 {
+			// The namespace's pid 1 reports its exit only once the kernel has
+			// killed and reaped every other process of the namespace.
+			waitPidfd(killfd, nsTeardown)
+			unix.Close(killfd)
+		}
+		readersDone := make(chan struct{})
+		go func() { readers.Wait(); close(readersDone) }()
+		grace := time.NewTimer(pipeGrace)
+		select {
+		case <-readersDone:
+		case <-grace.C:
+			outR.Close()
+			errR.Close()
+			<-readersDone
+		}
+		grace.Stop()
+		outR.Close()
+		errR.Close()
+	}
+
+	watchRoot, watchSelf, kfd, herr := l.handshake(deadline)
+	killfd = kfd
+	if herr != nil {
+		finish()
+		return Outcome{Backend: l.backend}, herr
+	}
+
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	var tick <-chan time.Time
+	if r.Limits.Processes > 0 {
+		t := time.NewTicker(watchInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+wait:
+	for {
+		select {
+		case <-exited:
+			break wait
+		case <-timer.C:
+			out.TimedOut, out.Killed, out.KillReason = true, true, "timeout"
+			break wait
+		case <-ctx.Done():
+			out.Killed, out.KillReason = true, "canceled"
+			break wait
+		case <-tick:
+			if countTree(watchRoot, watchSelf) > r.Limits.Processes {
+				out.Killed, out.KillReason = true, "process limit"
+				break wait
+			}
+		}
+	}
+	finish()
+	out.Duration = time.Since(start)
+
+	ws := l.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	switch {
+	case ws.Signaled():
+		out.ExitCode = 128 + int(ws.Signal())
+		out.Signal = unix.SignalName(ws.Signal())
+	default:
+		out.ExitCode = ws.ExitStatus()
+		if l.pidns && out.ExitCode > 128 && out.ExitCode <= 128+64 {
+			out.Signal = unix.SignalName(syscall.Signal(out.ExitCode - 128))
+		}
+	}
+	if out.Killed && out.Signal == "" {
+		out.Signal = "SIGKILL"
+	}
+	out.Stdout, out.StdoutTotal = stdout.result(), stdout.total
+	out.Stderr, out.StderrTotal = stderr.result(), stderr.total
+	return out, nil
+}
+
+// nsTeardown bounds the wait for a killed PID namespace to be torn down
+// (a fork bomb of thousands of processes takes a while to reap).
+const nsTeardown = 30 * time.Second
+
+// waitPidfd waits until the process behind fd has exited, or d passed.
+func waitPidfd(fd int, d time.Duration) {
+	end := time.Now().Add(d)
+	for {
+		ms := int(time.Until(end) / time.Millisecond)
+		if ms <= 0 {
+			return
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n > 0 {
+			return
+		}
+	}
+}
+
+// readAllDeadline reads f until EOF or the deadline.
+func readAllDeadline(f *os.File, deadline time.Time, limit int) ([]byte, error) {
+	if err := f.SetReadDeadline(deadline); err != nil {
+		return nil, err
+	}
+	var b []byte
+	buf := make([]byte, 512)
+	for len(b) < limit {
+		n, err := f.Read(buf)
+		b = append(b, buf[:n]...)
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return b, err
+			}
+			return b, nil // EOF or closed
+		}
+	}
+	return b, nil
+}
