@@ -62,6 +62,19 @@ type AgentEnv struct {
 	// Roots maps further routing prefixes ("project:web", "org:acme") to
 	// absolute folders the agent has been granted.
 	Roots map[string]string
+	// Sandbox says how the agent's processes are confined.
+	Sandbox SandboxPolicy
+}
+
+// SandboxPolicy is what the world and the agent's config say about the
+// sandbox of the agent's processes (tool.cli, tool.python, toolbox tools).
+type SandboxPolicy struct {
+	// Backend is "" (the best available: bubblewrap, else Landlock; tools
+	// that need a sandbox are unavailable when neither works), "bwrap",
+	// "landlock", or "none" (explicitly unsandboxed; limits still apply).
+	Backend string
+	// Network grants the agent's processes network access (default none).
+	Network bool
 }
 
 // Report sends a progress message if inv has a progress sink.

@@ -252,7 +252,7 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 		Def:      a,
 		Access:   h.Privileges.Choose(c.HasToolAccess, itemValues(c.Groups), itemValues(c.Overrides), itemValues(c.Tools)),
 		Switches: access.Switches{},
-		Env:      &armory.AgentEnv{ID: a.ID, Workspace: h.World.Workspace(a.ID)},
+		Env:      &armory.AgentEnv{ID: a.ID, Workspace: h.World.Workspace(a.ID), Sandbox: armory.SandboxPolicy{Backend: h.World.Sandbox, Network: c.Policy.Network}},
 		listed:   map[string]bool{},
 	}
 	for _, s := range c.Toolkits {

@@ -75,6 +75,9 @@ type AgentConfig struct {
 	// Sections holds every other section (provider, model, limits, skills,
 	// permissions …) for later use, keyed by lower-case heading.
 	Sections map[string]*Section
+
+	// Policy is read from "## Permissions", "## Capabilities" and "## Limits".
+	Policy AgentPolicy
 }
 
 // Limits of config.md parsing.
@@ -225,6 +228,7 @@ func ParseConfigMD(file string, data []byte, ds *Diagnostics) *AgentConfig {
 		}
 		seen[key] = s.Line
 	}
+	cfg.Policy = parseAgentPolicy(cfg, ds)
 	return cfg
 }
 

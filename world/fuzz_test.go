@@ -55,7 +55,7 @@ func FuzzWorldConfig(f *testing.F) {
 	f.Add([]byte("- a\n- b\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ds Diagnostics
-		w := &World{Dir: "/w", Toolboxes: map[string]*Toolbox{}}
+		w := &World{Dir: "/w", Toolboxes: map[string]*Toolbox{}, Policy: Policy{Limits: map[string]Limit{}}}
 		w.parseConfig(data, &ds)
 		seen := map[string]bool{}
 		for _, a := range w.Agents {

@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/armory-dev/armory"
 )
@@ -51,8 +52,16 @@ type World struct {
 	// workspace, <WorkspaceRoot>/<agent id>. Default <Dir>/workspaces.
 	WorkspaceRoot string
 
+	// Sandbox is the world's sandbox backend for agents' processes: "" (the
+	// best available), "bwrap", "landlock" or "none" (explicitly unsandboxed).
+	Sandbox string
+
 	// ToolsProse is tools.md, kept for prompts.
 	ToolsProse string
+
+	// Policy holds world default permissions, patterns, caps and approval
+	// timing.
+	Policy Policy
 
 	// Diagnostics holds the warnings found while loading.
 	Diagnostics Diagnostics
@@ -114,7 +123,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -134,7 +143,8 @@ func Load(dir string) (*World, error) {
 		return nil, armory.E("world.Load", armory.KindInvalid, "cannot read "+ConfigFile, err)
 	}
 	var ds Diagnostics
-	w := &World{Dir: abs, Toolboxes: map[string]*Toolbox{}, WorkspaceRoot: filepath.Join(abs, "workspaces")}
+	w := &World{Dir: abs, Toolboxes: map[string]*Toolbox{}, WorkspaceRoot: filepath.Join(abs, "workspaces"),
+		Policy: Policy{Limits: map[string]Limit{}, ApprovalTimeout: DefaultApprovalTimeout}}
 	w.parseConfig(data, &ds)
 	w.loadToolboxes(&ds)
 	w.loadAgents(&ds)
@@ -193,6 +203,26 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			}
 		case "toolkits":
 			w.parseToolkits(r, p.v)
+		case "permissions":
+			w.Policy.Permissions = w.parsePermissions(r, p.v, "permissions")
+		case "patterns":
+			w.parsePatterns(r, p.v)
+		case "limits":
+			w.parseLimits(r, p.v)
+		case "approval_timeout":
+			if d, ok := r.duration(p.v, "approval_timeout", time.Hour); ok {
+				w.Policy.ApprovalTimeout = d
+			}
+		case "sandbox":
+			if v, ok := r.str(p.v, "sandbox"); ok {
+				switch v {
+				case "auto", "":
+				case "bwrap", "landlock", "none":
+					w.Sandbox = v
+				default:
+					ds.Errorf(ConfigFile, p.v.Line, "sandbox must be auto, bwrap, landlock or none, got %q", v)
+				}
+			}
 		case "workspace_root":
 			if s, ok := r.str(p.v, "workspace_root"); ok {
 				if filepath.IsAbs(s) {

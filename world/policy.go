@@ -1,0 +1,318 @@
+package world
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/armory-dev/armory"
+)
+
+// PermRule sets the permission level of a tool or family.
+type PermRule struct {
+	Tool  string // tool name or family
+	Level armory.Permission
+	Line  int
+}
+
+// PatternKind is veto (block) or bias (raise the level by one step).
+type PatternKind string
+
+// Pattern kinds (seed 002).
+const (
+	PatternVeto PatternKind = "veto"
+	PatternBias PatternKind = "bias"
+)
+
+// Pattern is a veto or bias pattern from world-config.yaml. It matches a
+// call when the tool's capabilities overlap Capabilities, or its danger is
+// at or above DangerAtLeast, or a trigger word appears (case-insensitive) in
+// the arguments.
+type Pattern struct {
+	Name          string
+	Kind          PatternKind
+	Capabilities  []armory.Capability
+	DangerAtLeast *armory.Danger
+	Triggers      []string // lower-cased
+	Explanation   string
+	Line          int
+}
+
+// Limit names of session safety caps (seed 003).
+const (
+	LimitStreamEvents     = "stream_events"
+	LimitToolInvocations  = "tool_invocations"
+	LimitSessionRuntime   = "session_runtime" // seconds in Limits; written as a duration
+	LimitEditsPerFile     = "edits_per_file"
+	LimitTerminalCommands = "terminal_commands"
+	LimitWebSearches      = "web_searches"
+)
+
+// LimitNames lists every cap name, in the order of seed 003's table.
+var LimitNames = []string{LimitStreamEvents, LimitToolInvocations, LimitSessionRuntime, LimitEditsPerFile, LimitTerminalCommands, LimitWebSearches}
+
+// Limit is one configured cap value (seconds for session_runtime).
+type Limit struct {
+	Value int64
+	Line  int
+}
+
+// Policy is the governing part of world-config.yaml: world default
+// permission levels, veto/bias patterns, session caps and approval timing.
+type Policy struct {
+	Permissions     []PermRule
+	Patterns        []Pattern
+	Limits          map[string]Limit
+	ApprovalTimeout time.Duration // how long an approval agent may take (default 60s)
+}
+
+// DefaultApprovalTimeout is how long an approval agent has before a request
+// goes to the human queue.
+const DefaultApprovalTimeout = 60 * time.Second
+
+func (w *World) parsePermissions(r nodeReader, n *yamlNode, what string) []PermRule {
+	pairs, _ := r.mapping(n, what)
+	var out []PermRule
+	for _, p := range pairs {
+		if !armory.ValidToolName(p.key) {
+			r.ds.Errorf(r.file, p.k.Line, "%s: %q is not a valid tool name or family", what, p.key)
+			continue
+		}
+		s, ok := r.str(p.v, what+"."+p.key)
+		if !ok {
+			continue
+		}
+		lvl, err := armory.ParsePermission(s)
+		if err != nil {
+			r.ds.Errorf(r.file, p.v.Line, "%s.%s: %v", what, p.key, err)
+			continue
+		}
+		out = append(out, PermRule{Tool: p.key, Level: lvl, Line: p.k.Line})
+	}
+	return out
+}
+
+var patternKeys = []string{"name", "kind", "capabilities", "danger_at_least", "triggers", "explanation"}
+
+func (w *World) parsePatterns(r nodeReader, n *yamlNode) {
+	if n.Kind != yamlSequence {
+		r.ds.Errorf(r.file, n.Line, "patterns must be a list, got %s", kindName(n))
+		return
+	}
+	seen := map[string]int{}
+	for _, pn := range n.Content {
+		pairs, ok := r.mapping(pn, "pattern")
+		if !ok {
+			continue
+		}
+		p := Pattern{Line: pn.Line}
+		bad := false
+		for _, f := range pairs {
+			what := "pattern " + p.Name + ": " + f.key
+			switch f.key {
+			case "name":
+				p.Name, _ = r.str(f.v, "pattern name")
+			case "kind":
+				s, _ := r.str(f.v, what)
+				p.Kind = PatternKind(s)
+			case "capabilities":
+				items, _ := r.strList(f.v, what)
+				for _, it := range items {
+					c, err := armory.ParseCapability(it.Value)
+					if err != nil {
+						r.ds.Errorf(r.file, it.Line, "%s: %v", what, err)
+						bad = true
+						continue
+					}
+					p.Capabilities = append(p.Capabilities, c)
+				}
+			case "danger_at_least":
+				if s, ok := r.str(f.v, what); ok {
+					d, err := armory.ParseDanger(s)
+					if err != nil {
+						r.ds.Errorf(r.file, f.v.Line, "%s: %v", what, err)
+						bad = true
+						continue
+					}
+					p.DangerAtLeast = &d
+				}
+			case "triggers":
+				items, _ := r.strList(f.v, what)
+				for _, it := range items {
+					if t := strings.ToLower(strings.TrimSpace(it.Value)); t != "" {
+						p.Triggers = append(p.Triggers, t)
+					}
+				}
+			case "explanation":
+				p.Explanation, _ = r.str(f.v, what)
+			default:
+				r.unknownKey(f, "pattern", patternKeys)
+			}
+		}
+		switch {
+		case p.Name == "":
+			r.ds.Errorf(r.file, pn.Line, "pattern has no name")
+			bad = true
+		case p.Kind != PatternVeto && p.Kind != PatternBias:
+			r.ds.Errorf(r.file, pn.Line, "pattern %q: kind must be veto or bias, got %q", p.Name, p.Kind)
+			bad = true
+		case len(p.Capabilities) == 0 && p.DangerAtLeast == nil && len(p.Triggers) == 0:
+			r.ds.Errorf(r.file, pn.Line, "pattern %q matches nothing: give capabilities, danger_at_least or triggers", p.Name)
+			bad = true
+		}
+		if prev, dup := seen[p.Name]; dup && p.Name != "" {
+			r.ds.Errorf(r.file, pn.Line, "duplicate pattern %q (first at line %d)", p.Name, prev)
+			bad = true
+		}
+		seen[p.Name] = pn.Line
+		if p.Explanation == "" {
+			p.Explanation = "matched pattern " + p.Name
+		}
+		if !bad {
+			w.Policy.Patterns = append(w.Policy.Patterns, p)
+		}
+	}
+}
+
+func (w *World) parseLimits(r nodeReader, n *yamlNode) {
+	pairs, _ := r.mapping(n, "limits")
+	for _, p := range pairs {
+		v, ok := parseLimitValue(r, p.key, p.v)
+		if ok {
+			w.Policy.Limits[p.key] = Limit{Value: v, Line: p.k.Line}
+		}
+	}
+}
+
+// parseLimitValue parses one cap: a positive whole number, or a duration for
+// session_runtime (stored in seconds).
+func parseLimitValue(r nodeReader, key string, v *yamlNode) (int64, bool) {
+	what := "limits." + key
+	switch key {
+	case LimitSessionRuntime:
+		d, ok := r.duration(v, what, 24*time.Hour)
+		return int64(d / time.Second), ok
+	case LimitStreamEvents, LimitToolInvocations, LimitEditsPerFile, LimitTerminalCommands, LimitWebSearches:
+		return r.integer(v, what, 1, 1<<40)
+	}
+	r.ds.Errorf(r.file, v.Line, "limits: unknown limit %q (known: %s)", key, strings.Join(LimitNames, ", "))
+	return 0, false
+}
+
+// AgentPolicy is an agent's governing config from config.md:
+// "## Permissions" (profile and per-tool levels), "## Capabilities"
+// (tool_approval scope) and the caps of "## Limits".
+type AgentPolicy struct {
+	Profile       string // restricted | standard | trusted | "" (none)
+	ProfileLine   int
+	Permissions   []PermRule
+	ApprovalScope []Item // tools or families (a trailing ".*" is accepted) this agent may approve
+	Limits        map[string]Limit
+	// Network grants the agent's sandboxed processes network access
+	// ("## Sandbox" network: true).
+	Network bool
+}
+
+// parseAgentPolicy reads the policy sections of a parsed config.md.
+func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
+	pol := AgentPolicy{Limits: map[string]Limit{}}
+	if s := cfg.Sections["permissions"]; s != nil {
+		for _, kv := range s.KVs {
+			if strings.EqualFold(kv.Key, "profile") {
+				switch v := strings.ToLower(kv.Value); v {
+				case "restricted", "standard", "trusted":
+					pol.Profile, pol.ProfileLine = v, kv.Line
+				default:
+					ds.Errorf(cfg.File, kv.Line, "permissions: profile must be restricted, standard or trusted, got %q", kv.Value)
+				}
+				continue
+			}
+			if !armory.ValidToolName(kv.Key) {
+				ds.Errorf(cfg.File, kv.Line, "permissions: %q is not a valid tool name or family", kv.Key)
+				continue
+			}
+			lvl, err := armory.ParsePermission(kv.Value)
+			if err != nil {
+				ds.Errorf(cfg.File, kv.Line, "permissions: %s: %v", kv.Key, err)
+				continue
+			}
+			pol.Permissions = append(pol.Permissions, PermRule{Tool: kv.Key, Level: lvl, Line: kv.Line})
+		}
+		for _, it := range s.Items {
+			ds.Errorf(cfg.File, it.Line, "permissions: want \"tool: level\" or \"profile: name\", got \"- %s\"", it.Value)
+		}
+	}
+	if s := cfg.Sections["capabilities"]; s != nil {
+		// "- tool_approval: tool.cli, devtools.*" (list item) or "tool_approval: …".
+		var entries []KV
+		entries = append(entries, s.KVs...)
+		for _, it := range s.Items {
+			k, v, ok := strings.Cut(it.Value, ":")
+			if !ok {
+				ds.Errorf(cfg.File, it.Line, "capabilities: want \"- name: params\", got %q", it.Value)
+				continue
+			}
+			entries = append(entries, KV{Key: strings.TrimSpace(k), Value: strings.TrimSpace(v), Line: it.Line})
+		}
+		for _, kv := range entries {
+			if kv.Key != "tool_approval" {
+				ds.Warnf(cfg.File, kv.Line, "capabilities: unknown capability %q (known: tool_approval)", kv.Key)
+				continue
+			}
+			for _, t := range splitList(kv.Value) {
+				t = strings.TrimSuffix(t, ".*")
+				if t != "*" && !armory.ValidToolName(t) {
+					ds.Errorf(cfg.File, kv.Line, "capabilities: tool_approval: %q is not a tool name or family", t)
+					continue
+				}
+				pol.ApprovalScope = append(pol.ApprovalScope, Item{Value: t, Line: kv.Line})
+			}
+		}
+	}
+	if s := cfg.Sections["sandbox"]; s != nil {
+		for _, kv := range s.KVs {
+			switch strings.ToLower(kv.Key) {
+			case "network":
+				on, ok := parseBool(kv.Value)
+				if !ok {
+					ds.Errorf(cfg.File, kv.Line, "sandbox: network must be true or false, got %q", kv.Value)
+					continue
+				}
+				pol.Network = on
+			default:
+				ds.Errorf(cfg.File, kv.Line, "sandbox: unknown key %q (known: network)", kv.Key)
+			}
+		}
+	}
+	if s := cfg.Sections["limits"]; s != nil {
+		for _, kv := range s.KVs {
+			if !isCapName(kv.Key) {
+				continue // other limits (max_turns …) belong to the agent framework
+			}
+			var v int64
+			var err error
+			if kv.Key == LimitSessionRuntime {
+				var d time.Duration
+				d, err = time.ParseDuration(kv.Value)
+				v = int64(d / time.Second)
+			} else {
+				v, err = strconv.ParseInt(kv.Value, 10, 64)
+			}
+			if err != nil || v <= 0 {
+				ds.Errorf(cfg.File, kv.Line, "limits: %s: want a positive %s, got %q", kv.Key, map[bool]string{true: "duration such as 20m", false: "whole number"}[kv.Key == LimitSessionRuntime], kv.Value)
+				continue
+			}
+			pol.Limits[kv.Key] = Limit{Value: v, Line: kv.Line}
+		}
+	}
+	return pol
+}
+
+func isCapName(k string) bool {
+	for _, n := range LimitNames {
+		if n == k {
+			return true
+		}
+	}
+	return false
+}
