@@ -14,10 +14,16 @@ import (
 	"github.com/armory-dev/armory"
 )
 
-// All returns a new instance of every built-in tool.
-func All() []armory.Tool {
+// All returns a new instance of every built-in tool, with default options
+// (see AllWith).
+func All() []armory.Tool { return AllWith(WebOptions{}) }
+
+// AllWith returns every built-in tool; web tools use web (SSRF allowances,
+// limits, the search endpoint).
+func AllWith(web WebOptions) []armory.Tool {
 	return []armory.Tool{
-		&Read{}, &Write{}, &List{},
+		&Read{}, &Write{}, &List{}, &Edit{}, &Search{}, &Delete{},
+		NewFetch(web), NewWebSearch(web), NewBrowser(web),
 	}
 }
 

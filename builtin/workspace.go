@@ -1,92 +1,26 @@
 package builtin
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path"
-	"sort"
 	"strings"
-	"syscall"
+	"unicode/utf8"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
 )
 
-// Limits of the workspace tools.
-const (
-	// ReadLimit is how much of a file workspace.read returns.
-	ReadLimit = 64 << 10
-	// WriteLimit is the largest content workspace.write accepts.
-	WriteLimit = 8 << 20
-	// ListLimit is the most entries workspace.list returns.
-	ListLimit = 1000
-)
+// wsPathDoc describes the path argument of every workspace tool.
+const wsPathDoc = `Path relative to your workspace. Prefixes: @me/ (your workspace, the default when there is no prefix), @project:{id}/ and @org:{id}/ (shared folders you were granted). Absolute paths and .. above the root are refused.`
 
-// resolvePath turns a tool path argument into a path relative to the
-// agent's workspace root. "@me/" is the workspace itself. Confinement is
-// enforced by os.Root when the path is opened; this only rejects what can
-// never be valid.
-func resolvePath(tool, p string, allowEmpty bool) (string, error) {
-	if strings.ContainsRune(p, 0) {
-		return "", armory.E(tool, armory.KindInvalid, "path contains a NUL byte")
-	}
-	p = strings.TrimPrefix(p, "@me/")
-	if p == "@me" {
-		p = ""
-	}
-	if strings.HasPrefix(p, "@") {
-		return "", armory.E(tool, armory.KindInvalid, fmt.Sprintf("unknown workspace prefix in %q (use a path relative to your workspace, or @me/)", p))
-	}
-	if path.IsAbs(p) {
-		return "", armory.E(tool, armory.KindInvalid, fmt.Sprintf("path %q is absolute; use a path relative to your workspace", p))
-	}
-	p = path.Clean("/" + p)[1:] // lexical clean, never above the root
-	if p == "" {
-		if !allowEmpty {
-			return "", armory.E(tool, armory.KindInvalid, "path is empty")
-		}
-		p = "."
-	}
-	return p, nil
-}
-
-// openWorkspace opens the agent's workspace as an os.Root, creating it on
-// first use.
-func openWorkspace(tool string, env *armory.AgentEnv) (*os.Root, error) {
-	if env == nil || env.Workspace == "" {
-		return nil, armory.E(tool, armory.KindUnavailable, "this agent has no workspace")
-	}
-	if err := os.MkdirAll(env.Workspace, 0o750); err != nil {
-		return nil, armory.E(tool, armory.KindInternal, "cannot create workspace", err)
-	}
-	r, err := os.OpenRoot(env.Workspace)
-	if err != nil {
-		return nil, armory.E(tool, armory.KindInternal, "cannot open workspace", err)
-	}
-	return r, nil
-}
-
-// fsError turns an error from os.Root into a message for the model.
-func fsError(tool, p string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return armory.E(tool, armory.KindNotFound, fmt.Sprintf("no such file: %s", p))
-	case errors.Is(err, fs.ErrPermission):
-		return armory.E(tool, armory.KindPermission, fmt.Sprintf("permission denied: %s", p))
-	case strings.Contains(err.Error(), "path escapes from parent"):
-		return armory.E(tool, armory.KindPermission, fmt.Sprintf("path %s leaves the workspace", p))
-	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return armory.E(tool, armory.KindInvalid, fmt.Sprintf("%s: %v", p, pe.Err))
-	}
-	return armory.E(tool, armory.KindInternal, p, err)
-}
-
-// Read is workspace.read.
+// Read is workspace.read: it returns up to ReadLimit bytes of a regular
+// text file, with a visible marker when more follows. It follows symbolic
+// links only while they stay inside the root, never opens a FIFO, device
+// or socket (the open is non-blocking and the type is checked on the open
+// descriptor), and refuses binary files. Safe for concurrent use.
 type Read struct{}
 
 var _ armory.Tool = (*Read)(nil)
@@ -94,8 +28,8 @@ var _ armory.Tool = (*Read)(nil)
 func (*Read) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.read",
-		Description: "Read a file from the agent workspace. Output is truncated at 64 KB; use offset to read further.",
-		InputSchema: schema([]string{"path"}, `"path":{"type":"string","description":"File path relative to the workspace (or @me/...)"},"offset":{"type":"integer","minimum":0,"description":"Byte offset to start reading at (default 0)"}`),
+		Description: "Read a text file from your workspace (or a granted @project:/@org: folder). Shows at most 64 KB per call with a [truncated ...] marker saying how to read on with offset.",
+		InputSchema: schema([]string{"path"}, `"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},"offset":{"type":"integer","minimum":0,"description":"Byte offset to start reading at (default 0); the truncation marker tells you the next one"}`),
 	}
 }
 
@@ -103,6 +37,10 @@ func (*Read) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapReadFS}, Permission: armory.PermAuto, Category: armory.CatFileRead}
 }
 
+// Execute reads the file. Failures: KindInvalid (bad arguments, a folder,
+// a binary file, offset past the end), KindNotFound, KindPermission (a path
+// leading outside the root, a FIFO/device/socket), KindUnavailable (no
+// workspace).
 func (t *Read) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.read"
 	var a struct {
@@ -115,58 +53,106 @@ func (t *Read) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	if a.Offset < 0 {
 		return armory.Failf(armory.KindInvalid, "offset must be 0 or more")
 	}
-	p, err := resolvePath(op, a.Path, false)
+	tg, err := parseFile(op, inv.Agent, a.Path)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	root, err := openWorkspace(op, inv.Agent)
+	rootfd, err := openRoot(op, tg)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	defer root.Close()
-	// O_NONBLOCK: opening a FIFO must not hang; only regular files are read.
-	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	defer unix.Close(rootfd)
+	// O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a
+	// terminal never becomes ours. The type is checked on the descriptor.
+	fd, err := openBeneath(rootfd, tg.rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, true)
 	if err != nil {
-		return armory.FailErr(fsError(op, a.Path, err))
+		return armory.FailErr(fsError(op, tg, err))
 	}
-	defer f.Close()
-	fi, err := f.Stat()
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return armory.FailErr(fsError(op, tg, err))
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+	case unix.S_IFDIR:
+		return armory.Failf(armory.KindInvalid, "%s is a folder; use workspace.list to see what is in it", tg)
+	default:
+		return armory.Failf(armory.KindPermission, "%s is a %s, not a regular file; only regular files can be read", tg, fileKind(st.Mode))
+	}
+	size := st.Size
+	if a.Offset > size {
+		return armory.Failf(armory.KindInvalid, "offset %d is past the end of %s (%d bytes)", a.Offset, tg, size)
+	}
+	want := min(size-a.Offset, ReadLimit)
+	// Room for the marker, so the text is built in one buffer.
+	buf := make([]byte, want, want+192)
+	n, err := preadFull(fd, buf, a.Offset)
 	if err != nil {
-		return armory.FailErr(fsError(op, a.Path, err))
+		return armory.FailErr(fsError(op, tg, err))
 	}
-	if fi.IsDir() {
-		return armory.Failf(armory.KindInvalid, "%s is a directory; use workspace.list", a.Path)
+	buf = buf[:n]
+	if bytes.IndexByte(buf, 0) >= 0 {
+		return armory.Failf(armory.KindInvalid, "%s looks binary (it contains NUL bytes; %d bytes in all); workspace.read shows text only", tg, size)
 	}
-	if !fi.Mode().IsRegular() {
-		return armory.Failf(armory.KindInvalid, "%s is not a regular file", a.Path)
-	}
-	if a.Offset > 0 {
-		if _, err := f.Seek(a.Offset, io.SeekStart); err != nil {
-			return armory.FailErr(fsError(op, a.Path, err))
+	end := a.Offset + int64(n)
+	if end < size {
+		// Do not cut a UTF-8 character in two: end before it and let the
+		// next read start with it.
+		if cut := incompleteRuneTail(buf); cut > 0 {
+			buf = buf[:len(buf)-cut]
+			end -= int64(cut)
 		}
 	}
-	buf := make([]byte, ReadLimit)
-	n, err := io.ReadFull(f, buf)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return armory.FailErr(fsError(op, a.Path, err))
+	switch {
+	case size == 0:
+		buf = append(buf, "[empty file]"...)
+	case end < size:
+		buf = fmt.Appendf(buf, "\n[truncated: showed bytes %d-%d of %d; %d more bytes not shown; read on with offset %d]", a.Offset, end, size, size-end, end)
 	}
-	text := string(buf[:n])
-	if rest := fi.Size() - a.Offset - int64(n); rest > 0 {
-		text += fmt.Sprintf("\n[truncated: showed bytes %d-%d of %d; %d more bytes not shown; read on with offset %d]", a.Offset, a.Offset+int64(n), fi.Size(), rest, a.Offset+int64(n))
-	}
+	// buf is never used again, so the text can share its memory.
+	text := unsafe.String(unsafe.SliceData(buf), len(buf))
 	return armory.Result{Success: true, Text: text}
 }
 
-// Write is workspace.write.
-type Write struct{}
+// incompleteRuneTail returns how many bytes at the end of b are the start
+// of a UTF-8 character that continues beyond b (0 to 3).
+func incompleteRuneTail(b []byte) int {
+	for i := 1; i <= 3 && i <= len(b); i++ {
+		c := b[len(b)-i]
+		if c < 0x80 {
+			return 0
+		}
+		if utf8.RuneStart(c) {
+			if utf8.FullRune(b[len(b)-i:]) {
+				return 0
+			}
+			return i
+		}
+	}
+	return 0
+}
+
+// Write is workspace.write: it creates or replaces a file, creating its
+// parent folders. The new content is written to a temporary file in the
+// same folder and renamed into place, so readers see the old or the new
+// file, never half of one. It never follows a symbolic link (in the
+// wsPath or in any parent folder), refuses files with more than one hard
+// link, FIFOs and devices, and refuses protected paths (see protected)
+// unless AllowProtected is set. Safe for concurrent use.
+type Write struct {
+	// AllowProtected lets the tool write protected paths such as
+	// .git/hooks/ and .bashrc. Off by default.
+	AllowProtected bool
+}
 
 var _ armory.Tool = (*Write)(nil)
 
 func (*Write) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.write",
-		Description: "Write content to a file in the agent workspace, creating parent folders. Replaces the file atomically.",
-		InputSchema: schema([]string{"path", "content"}, `"path":{"type":"string","description":"File path relative to the workspace (or @me/...)"},"content":{"type":"string","description":"The whole new content of the file"}`),
+		Description: "Create or replace a file in your workspace with the given content (at most 8 MB), creating parent folders. The file is replaced atomically. Symbolic links are not followed; protected paths (.git/hooks, .git/config, .armory, .ssh, shell start-up files) are refused.",
+		InputSchema: schema([]string{"path", "content"}, `"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},"content":{"type":"string","description":"The whole new content of the file"}`),
 	}
 }
 
@@ -174,73 +160,74 @@ func (*Write) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermAuto, Category: armory.CatFileWrite}
 }
 
+// Execute writes the file. Failures: KindInvalid (bad arguments, content
+// over WriteLimit, a folder), KindPermission (protected path, symbolic link,
+// hard link, non-regular file, a path leading outside), KindNotFound (a
+// granted root that does not exist), KindUnavailable (no workspace, disk full).
 func (t *Write) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.write"
 	var a struct {
-		Path    string `json:"path"`
-		Content string `json:"content"`
+		Path    string  `json:"path"`
+		Content *string `json:"content"`
 	}
 	if err := decodeArgs(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	if len(a.Content) > WriteLimit {
-		return armory.Failf(armory.KindInvalid, "content is %d bytes; the limit is %d", len(a.Content), WriteLimit)
+	if a.Content == nil {
+		return armory.Failf(armory.KindInvalid, "content is required (use \"\" for an empty file)")
 	}
-	p, err := resolvePath(op, a.Path, false)
+	if len(*a.Content) > WriteLimit {
+		return armory.Failf(armory.KindInvalid, "content is %d bytes; the limit is %d", len(*a.Content), WriteLimit)
+	}
+	tg, err := parseFile(op, inv.Agent, a.Path)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	if p == "." {
-		return armory.Failf(armory.KindInvalid, "path names the workspace itself; give a file name")
+	if !t.AllowProtected {
+		if err := refuseProtected(op, tg, "write"); err != nil {
+			return armory.FailErr(err)
+		}
 	}
-	root, err := openWorkspace(op, inv.Agent)
+	rootfd, err := openRoot(op, tg)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	defer root.Close()
-	if dir := path.Dir(p); dir != "." {
-		if err := root.MkdirAll(dir, 0o750); err != nil {
-			return armory.FailErr(fsError(op, a.Path, err))
-		}
-	}
-	if fi, err := root.Lstat(p); err == nil {
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			return armory.Failf(armory.KindPermission, "%s is a symbolic link; refusing to write through it", a.Path)
-		case fi.IsDir():
-			return armory.Failf(armory.KindInvalid, "%s is a directory", a.Path)
-		case !fi.Mode().IsRegular():
-			return armory.Failf(armory.KindPermission, "%s is not a regular file", a.Path)
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
-			return armory.Failf(armory.KindPermission, "%s has %d hard links; refusing to write a file shared with another path", a.Path, st.Nlink)
-		}
-	}
-	// Write a temporary file beside the target and rename it into place,
-	// so a reader never sees half a file and a failure leaves nothing behind.
-	tmp := path.Join(path.Dir(p), fmt.Sprintf(".%s.armory-tmp-%d", path.Base(p), os.Getpid()))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	defer unix.Close(rootfd)
+	dir, base := splitRel(tg.rel)
+	dirfd, err := walkDir(rootfd, dir, true)
 	if err != nil {
-		return armory.FailErr(fsError(op, a.Path, err))
+		return armory.FailErr(fsError(op, tg, err))
 	}
-	_, werr := io.WriteString(f, a.Content)
-	if werr == nil {
-		werr = f.Sync()
+	defer unix.Close(dirfd)
+	created, err := writeAtomic(op, tg, dirfd, base, []byte(*a.Content), nil)
+	if err != nil {
+		return armory.FailErr(err)
 	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	verb := "replaced"
+	if created {
+		verb = "created"
 	}
-	if werr == nil {
-		werr = root.Rename(tmp, p)
+	return armory.Result{
+		Success: true,
+		Text:    fmt.Sprintf("%s %s (%d bytes)", verb, tg, len(*a.Content)),
+		Value:   map[string]any{"path": tg.String(), "bytes": len(*a.Content), "created": created},
 	}
-	if werr != nil {
-		_ = root.Remove(tmp)
-		return armory.FailErr(fsError(op, a.Path, werr))
-	}
-	return armory.Result{Success: true, Text: fmt.Sprintf("wrote %d bytes to %s", len(a.Content), p), Value: map[string]any{"path": p, "bytes": len(a.Content)}}
 }
 
-// List is workspace.list.
+// splitRel splits a cleaned relative path into its folder ("." at the
+// root) and last name.
+func splitRel(rel string) (dir, base string) {
+	i := strings.LastIndexByte(rel, '/')
+	if i < 0 {
+		return ".", rel
+	}
+	return rel[:i], rel[i+1:]
+}
+
+// List is workspace.list: it lists a folder (folders end in /, files show
+// their size, links show their wsPath and are never followed). Recursive
+// listing does not descend into .git folders and stops at ListLimit
+// entries or WalkMaxDepth levels. Safe for concurrent use.
 type List struct{}
 
 var _ armory.Tool = (*List)(nil)
@@ -248,8 +235,8 @@ var _ armory.Tool = (*List)(nil)
 func (*List) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.list",
-		Description: "List files and folders in the agent workspace (folders end in /).",
-		InputSchema: schema(nil, `"path":{"type":"string","description":"Folder relative to the workspace (default: the workspace itself)"},"recursive":{"type":"boolean","description":"Descend into subfolders"}`),
+		Description: "List files and folders in your workspace or a granted @project:/@org: folder (folders end in /). At most 1000 entries.",
+		InputSchema: schema(nil, `"path":{"type":"string","description":`+schemaString("Folder to list. "+wsPathDoc+" Default: the workspace itself.")+`},"recursive":{"type":"boolean","description":"Descend into subfolders (not into .git)"}`),
 	}
 }
 
@@ -257,6 +244,8 @@ func (*List) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerSafe, Capabilities: []armory.Capability{armory.CapReadFS}, Permission: armory.PermAuto, Category: armory.CatFileRead}
 }
 
+// Execute lists the folder. Failures: KindInvalid, KindNotFound,
+// KindPermission, KindUnavailable, KindTimeout when ctx ends.
 func (t *List) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.list"
 	var a struct {
@@ -266,69 +255,66 @@ func (t *List) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	if err := decodeArgs(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	p, err := resolvePath(op, a.Path, true)
+	tg, err := parseTarget(op, inv.Agent, a.Path)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	root, err := openWorkspace(op, inv.Agent)
+	rootfd, err := openRoot(op, tg)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	defer root.Close()
-	fi, err := root.Stat(p)
+	defer unix.Close(rootfd)
+	fd, err := openBeneath(rootfd, tg.rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, true)
 	if err != nil {
-		return armory.FailErr(fsError(op, a.Path, err))
+		if err == unix.ENOTDIR {
+			return armory.Failf(armory.KindInvalid, "%s is not a folder; use workspace.read for files", tg)
+		}
+		return armory.FailErr(fsError(op, tg, err))
 	}
-	if !fi.IsDir() {
-		return armory.Failf(armory.KindInvalid, "%s is not a folder", a.Path)
-	}
+	defer unix.Close(fd)
 	var lines []string
 	truncated := false
-	walkErr := fs.WalkDir(root.FS(), p, func(name string, d fs.DirEntry, err error) error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil {
-			return nil // unreadable entry: skip, keep listing
-		}
-		if name == p {
-			return nil
-		}
+	err = walkTree(ctx, fd, "", 1, ListLimit+1, func(e *walkEntry) (bool, error) {
 		if len(lines) >= ListLimit {
 			truncated = true
-			return fs.SkipAll
+			return false, errStopWalk
 		}
-		rel := strings.TrimPrefix(name, p+"/")
-		if p == "." {
-			rel = name
-		}
-		switch {
-		case d.IsDir():
-			lines = append(lines, rel+"/")
-			if !a.Recursive {
-				return fs.SkipDir
+		switch e.st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			lines = append(lines, e.rel+"/")
+			return a.Recursive && !strings.EqualFold(e.name, ".git"), nil
+		case unix.S_IFREG:
+			lines = append(lines, fmt.Sprintf("%s (%d bytes)", e.rel, e.st.Size))
+		case unix.S_IFLNK:
+			buf := make([]byte, 512)
+			n, err := unix.Readlinkat(e.dirfd, e.name, buf)
+			if err != nil {
+				n = 0
 			}
-		case d.Type()&fs.ModeSymlink != 0:
-			lines = append(lines, rel+" -> (symlink)")
+			lines = append(lines, fmt.Sprintf("%s -> %s (symbolic link)", e.rel, strings.ToValidUTF8(string(buf[:n]), "?")))
 		default:
-			size := int64(-1)
-			if info, err := d.Info(); err == nil {
-				size = info.Size()
-			}
-			lines = append(lines, fmt.Sprintf("%s (%d bytes)", rel, size))
+			lines = append(lines, fmt.Sprintf("%s (%s)", e.rel, fileKind(e.st.Mode)))
 		}
-		return nil
+		return false, nil
 	})
-	if walkErr != nil && !errors.Is(walkErr, fs.SkipAll) {
-		return armory.FailErr(fsError(op, a.Path, walkErr))
+	if err != nil && err != errStopWalk {
+		if ctx.Err() != nil {
+			return wsCtxFail(op, ctx.Err())
+		}
+		return armory.FailErr(fsError(op, tg, err))
 	}
-	sort.Strings(lines)
-	text := strings.Join(lines, "\n")
+	var b strings.Builder
+	for i, l := range lines {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(strings.ToValidUTF8(l, "?"))
+	}
 	if len(lines) == 0 {
-		text = "(empty)"
+		b.WriteString("(empty)")
 	}
 	if truncated {
-		text += fmt.Sprintf("\n[truncated at %d entries; list a subfolder to see more]", ListLimit)
+		fmt.Fprintf(&b, "\n[truncated at %d entries; list a subfolder to see more]", ListLimit)
 	}
-	return armory.Result{Success: true, Text: text}
+	return armory.Result{Success: true, Text: b.String()}
 }

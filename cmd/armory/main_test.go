@@ -68,7 +68,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	w := initWorld(t)
 
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 4 agents, 5 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
+	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 5 agents, 11 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
 		t.Fatalf("world check: %+v", r)
 	}
 
@@ -85,7 +85,7 @@ func TestCLIEndToEnd(t *testing.T) {
 			t.Errorf("%s has no description", e.Name)
 		}
 	}
-	if !slices.Equal(got, []string{"devtools.word-count", "workspace.read"}) {
+	if !slices.Equal(got, []string{"devtools.word-count", "workspace.read", "workspace.search"}) {
 		t.Fatalf("reviewer tools = %v", got)
 	}
 
@@ -161,7 +161,7 @@ func TestCLIErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, armory.ExitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, reviewer, scribe)` + "\n"},
+		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, armory.ExitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe)` + "\n"},
 		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, armory.ExitInvalid, "armory: no world-config.yaml in "},
 		{"missing argument", []string{"--world", w, "tool", "list"}, armory.ExitUsage, "tool list takes 1 argument(s): AGENT"},
 		{"extra argument", []string{"--world", w, "access", "explain", "a"}, armory.ExitUsage, "takes 2 argument(s): AGENT TOOL"},
@@ -203,9 +203,9 @@ func TestCLIWorldCheckListsEveryError(t *testing.T) {
 		}
 	}
 	want := []string{
-		`archetype/scribe/config.md:2: unknown privilege group "writers" (groups: devops, writer)`,
+		`archetype/scribe/config.md:2: unknown privilege group "writers" (groups: devops, researcher, writer)`,
 		`world-config.yaml:7: duplicate agent id "architect" (first at line 5)`,
-		`world-config.yaml:28: toolkits.inspect.default must be true or false, got the value "often"`,
+		`world-config.yaml:34: toolkits.inspect.default must be true or false, got the value "often"`,
 	}
 	if !slices.Equal(errs, want) {
 		t.Fatalf("errors, one per line, sorted by file:\n%s\nwant:\n%s", strings.Join(errs, "\n"), strings.Join(want, "\n"))
