@@ -39,6 +39,17 @@ func (k Kind) String() string {
 // MarshalText encodes the kind as its name, for JSON error bodies.
 func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
+// UnmarshalText decodes a kind's name; an unknown name is KindOther.
+func (k *Kind) UnmarshalText(b []byte) error {
+	*k = KindOther
+	for i, n := range kindNames {
+		if n == string(b) {
+			*k = Kind(i)
+		}
+	}
+	return nil
+}
+
 // Error is the one error type of Armory. Op names the operation that failed
 // ("world.Load", "registry.Lookup"); Kind classifies it; Msg says what
 // happened in words a user (or model) can act on; Err is the cause, if any.

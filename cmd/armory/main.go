@@ -28,6 +28,7 @@ func main() {
 // app carries what every command shares.
 type app struct {
 	world  string
+	db     string
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -52,6 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return armory.ExitInvalid
 	case errors.Is(err, errSilent):
 		return armory.ExitInvalid
+	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		return int(ec)
 	}
 	var ae *armory.Error
 	if !errors.As(err, &ae) {
@@ -86,8 +91,9 @@ func (a *app) rootCmd() *cobra.Command {
 		def = "."
 	}
 	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
+	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.demoCmd())
+	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd())
 	return root
 }
 

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/store"
+)
+
+func (a *app) approvalsCmd() *cobra.Command {
+	c := &cobra.Command{Use: "approvals", Short: "List, show and decide approval requests (as the human)"}
+	var status, agent string
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Approval requests, oldest first (default: open ones: pending and escalated)",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := context.Background()
+			_, st, err := a.storeOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			var out []*store.Approval
+			statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
+			if status != "" {
+				statuses = []store.ApprovalStatus{store.ApprovalStatus(status)}
+				if !statuses[0].Valid() {
+					return usageErr("--status must be pending, escalated, approved, denied or expired")
+				}
+			}
+			for _, s := range statuses {
+				as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Agent: agent, Limit: store.MaxLimit})
+				if err != nil {
+					return armory.E("approvals", armory.KindUnavailable, "cannot list approvals", err)
+				}
+				out = append(out, as...)
+			}
+			if asJSON {
+				if out == nil {
+					out = []*store.Approval{}
+				}
+				return a.printJSON(out)
+			}
+			if len(out) == 0 {
+				fmt.Fprintln(a.stdout, "no approval requests")
+			}
+			for _, ap := range out {
+				fmt.Fprintf(a.stdout, "%s  %-9s %-10s %s → %s %s  (%s; route %s)\n", ap.ID, ap.Status, ap.Level, ap.Agent, ap.Tool, string(ap.Args), ap.CreatedAt.Format("2006-01-02 15:04:05"), ap.Route)
+			}
+			return nil
+		},
+	}
+	list.Flags().StringVar(&status, "status", "", "only this status")
+	list.Flags().StringVar(&agent, "agent", "", "only this agent's requests")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "One approval request as JSON",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := context.Background()
+			_, st, err := a.storeOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ap, err := st.GetApproval(ctx, args[0])
+			if err != nil {
+				return storeErr("approvals show", err)
+			}
+			return a.printJSON(ap)
+		},
+	}
+	c.AddCommand(list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
+	return c
+}
+
+func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   verb + " ID [--reason TEXT]",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " an approval request (decided_by: human)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := context.Background()
+			_, st, err := a.storeOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.DecideApproval(ctx, args[0], status, "human", reason); err != nil {
+				return storeErr("approvals "+verb, err)
+			}
+			fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
+	return cmd
+}
+
+// storeErr maps the store's sentinel errors to error kinds.
+func storeErr(op string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return armory.E(op, armory.KindNotFound, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		return armory.E(op, armory.KindConflict, err.Error())
+	case errors.Is(err, store.ErrInvalid):
+		return armory.E(op, armory.KindInvalid, err.Error())
+	}
+	return armory.E(op, armory.KindUnavailable, "store", err)
+}

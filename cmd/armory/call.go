@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory/guard"
+)
+
+func (a *app) callCmd() *cobra.Command {
+	var c guard.Call
+	var args string
+	var progress bool
+	cmd := &cobra.Command{
+		Use:   "call AGENT TOOL [--args JSON] | call --resume APPROVAL_ID",
+		Short: "Run a tool call through the guarded pipeline and print its outcome as JSON",
+		Long: "call runs one tool call through every stage of the pipeline (lookup, validation, caps,\n" +
+			"screening, patterns, permission and approval, run, audit) and prints\n" +
+			"{call_id, status, result, reasons, approval_id?}.\n" +
+			"Exit 0 success, 1 tool error, 2 unknown agent/tool or bad arguments, 3 blocked or denied, 4 pending.",
+		RunE: func(cmd *cobra.Command, pos []string) error {
+			switch {
+			case c.Resume != "" && (len(pos) == 0 || len(pos) == 2):
+			case len(pos) == 2:
+			default:
+				return usageErr("call takes AGENT TOOL (or --resume APPROVAL_ID, optionally with AGENT TOOL)")
+			}
+			if len(pos) == 2 {
+				c.Agent, c.Tool = pos[0], pos[1]
+			}
+			if args != "" {
+				if !json.Valid([]byte(args)) {
+					return usageErr("--args must be a JSON object, got %q", args)
+				}
+				c.Args = json.RawMessage(args)
+			}
+			if progress {
+				c.Progress = func(msg string) { fmt.Fprintln(a.stderr, "…", msg) }
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			p, done, err := a.pipeline(ctx)
+			if err != nil {
+				return err
+			}
+			defer done()
+			o := p.Execute(ctx, c)
+			if err := a.printJSON(o); err != nil {
+				return err
+			}
+			if code := o.ExitCode(); code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&args, "args", "", "arguments as a JSON object")
+	f.StringVar(&c.Session, "session", "", "session id (default AGENT:default); caps count per session")
+	f.StringVar(&c.Task, "task", "", "task id, recorded in the audit trail")
+	f.DurationVar(&c.Wait, "wait", 0, "how long to wait for an approval before returning pending (e.g. 30s)")
+	f.StringVar(&c.Resume, "resume", "", "resume the call an approval was created for")
+	f.StringVar(&c.Justification, "justification", "", "why a call flagged by loop detection should go on (audited)")
+	f.BoolVar(&progress, "progress", false, "print progress to stderr as the call runs")
+	return cmd
+}
+
+// exitCode ends a command with a given exit code after its output was
+// printed.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }

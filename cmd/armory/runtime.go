@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/postgres"
+	"github.com/armory-dev/armory/store/sqlite"
+)
+
+// openStore opens the store named by --db (or $ARMORY_DB): a postgres://
+// URL, or a SQLite file path; default <world>/.armory/armory.db.
+func (a *app) openStore(ctx context.Context, worldDir string) (store.Store, error) {
+	dsn := a.db
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		st, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			return nil, armory.E("store", armory.KindUnavailable, "cannot open the Postgres store", err)
+		}
+		return st, nil
+	case dsn == "":
+		dsn = filepath.Join(worldDir, ".armory", "armory.db")
+	}
+	dsn = strings.TrimPrefix(dsn, "sqlite://")
+	st, err := sqlite.Open(dsn)
+	if err != nil {
+		return nil, armory.E("store", armory.KindUnavailable, "cannot open the SQLite store "+dsn, err)
+	}
+	return st, nil
+}
+
+// pipeline loads the world, opens the store and the JSONL audit sink, and
+// builds the guarded pipeline. The returned func releases them.
+func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
+	h, err := a.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := a.openStore(ctx, h.World.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := guard.Options{Store: st}
+	// The JSONL trail has one writer at a time; when another process (a
+	// server) holds it, this process records in the store only.
+	sink, err := audit.OpenFile(filepath.Join(h.World.Dir, ".armory", "audit"), audit.FileOptions{})
+	if err == nil {
+		opts.AuditFile = sink
+	} else if !strings.Contains(err.Error(), "in use by another writer") {
+		st.Close()
+		return nil, nil, armory.E("audit", armory.KindUnavailable, "cannot open the JSONL audit trail", err)
+	}
+	p, err := guard.New(h, opts)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return p, func() {
+		if sink != nil {
+			sink.Close()
+		}
+		st.Close()
+	}, nil
+}
+
+// store opens just the store (for approvals, sessions, audit).
+func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
+	h, err := a.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := a.openStore(ctx, h.World.Dir)
+	return h, st, err
+}
+
+

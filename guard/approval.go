@@ -1,0 +1,419 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/world"
+)
+
+// Event is something a human may want to see as it happens (the server
+// streams these over SSE).
+type Event struct {
+	Kind       string    `json:"kind"`
+	Time       time.Time `json:"time"`
+	Agent      string    `json:"agent,omitempty"`
+	Session    string    `json:"session,omitempty"`
+	Tool       string    `json:"tool,omitempty"`
+	ApprovalID string    `json:"approval_id,omitempty"`
+	Status     string    `json:"status,omitempty"`
+	Message    string    `json:"message,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventApprovalRequested = "approval_requested"
+	EventApprovalDecided   = "approval_decided"
+	EventLimitReached      = "limit_reached"
+	EventCallFinished      = "call_finished"
+)
+
+func (p *Pipeline) emit(e Event) {
+	if p.opts.OnEvent != nil {
+		e.Time = p.opts.Now()
+		p.opts.OnEvent(e)
+	}
+}
+
+// approverFor returns the approval agent whose tool_approval scope covers
+// tool, never the calling agent itself; "" when there is none.
+func (p *Pipeline) approverFor(caller, tool string) string {
+	for _, ag := range p.h.Agents() {
+		if ag.ID == caller || ag.Def.Config == nil {
+			continue
+		}
+		if covers(ag.Def.Config.Policy.ApprovalScope, tool) {
+			return ag.ID
+		}
+	}
+	return ""
+}
+
+func covers(scope []worldItem, tool string) bool {
+	for _, it := range scope {
+		if it.Value == "*" || armory.InFamily(tool, it.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestApproval creates the approval request, writes the pending start
+// entry and waits (bounded by Call.Wait) for the decision.
+func (p *Pipeline) requestApproval(ctx context.Context, s *state) Outcome {
+	route, why := store.RouteHuman, "level confirm: a human must approve"
+	if s.level == armory.PermAlwaysConfirm {
+		if a := p.approverFor(s.c.Agent, s.c.Tool); a != "" {
+			route, why = store.RouteAgent(a), fmt.Sprintf("level always_confirm: routed to approval agent %s", a)
+		} else {
+			why = "level always_confirm: no approval agent covers this tool, so a human must approve"
+		}
+	}
+	a := &store.Approval{
+		Agent: s.c.Agent, Session: s.c.Session, Task: s.c.Task, Tool: s.c.Tool,
+		Args: audit.Redact(s.c.Args), Reason: strings.Join(reasonsOf(s.stages), "; "),
+		Level: s.level.String(), Route: route, ArgsHash: argsHash(s.c.Args),
+	}
+	if err := p.st.CreateApproval(ctx, a); err != nil {
+		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
+	}
+	s.approval = a
+	s.stage("approval", "pending", why, "approval "+a.ID)
+	if err := p.appendAudit(ctx, p.record(s, audit.PhaseStart, audit.StatusPending, "")); err != nil && !p.opts.AuditFailOpen {
+		_ = p.st.DecideApproval(context.WithoutCancel(ctx), a.ID, store.StatusExpired, "armory", "the audit entry could not be written")
+		return p.refuse(ctx, s, p.storeFailure(s, "audit", err))
+	}
+	p.emit(Event{Kind: EventApprovalRequested, Agent: s.c.Agent, Session: s.c.Session, Tool: s.c.Tool, ApprovalID: a.ID, Message: why})
+	return p.awaitDecision(ctx, s)
+}
+
+// awaitDecision waits for s.approval to be decided, escalates an agent's
+// request to the human queue when the agent takes too long, and runs the
+// tool (at most once per approval) when approved.
+func (p *Pipeline) awaitDecision(ctx context.Context, s *state) Outcome {
+	a := s.approval
+	if s.c.Wait > 0 {
+		report(s, "waiting for approval %s (%s)", a.ID, a.Route)
+		wctx, cancel := context.WithTimeout(ctx, s.c.Wait)
+		a = p.waitWithEscalation(wctx, a)
+		cancel()
+		s.approval = a
+	}
+	switch a.Status {
+	case store.StatusApproved:
+		return p.runApproved(ctx, s)
+	case store.StatusDenied, store.StatusExpired:
+		s.stage("approval", "denied", fmt.Sprintf("%s by %s: %s", a.Status, a.DecidedBy, a.DecisionReason))
+		return p.refuse(ctx, s, refuse(audit.StatusDenied, armory.KindDenied,
+			"Denied by %s: %s. Do not retry this call; change your approach or ask why.", a.DecidedBy, orNone(a.DecisionReason)))
+	}
+	who := "a human"
+	if strings.HasPrefix(a.Route, "agent:") {
+		who = "approval agent " + strings.TrimPrefix(a.Route, "agent:")
+	}
+	return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: a.ID, Permission: a.Level,
+		Stages: s.stages, Reasons: reasonsOf(s.stages),
+		Result: fmt.Sprintf("Waiting for approval %s from %s. Retry later with the approval id: armory call --resume %s (a human decides with: armory approvals approve|deny %s).", a.ID, who, a.ID, a.ID)}
+}
+
+// waitWithEscalation waits until the approval is final or ctx ends. An
+// approval routed to an agent that stays undecided past the world's
+// approval_timeout is escalated to the human queue.
+func (p *Pipeline) waitWithEscalation(ctx context.Context, a *store.Approval) *store.Approval {
+	for {
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if a.Status == store.StatusPending && strings.HasPrefix(a.Route, "agent:") {
+			deadline := a.CreatedAt.Add(p.h.World.Policy.ApprovalTimeout)
+			wctx, cancel = context.WithDeadline(ctx, deadline)
+		}
+		got, err := p.st.WaitApproval(wctx, a.ID)
+		cancel()
+		if err == nil {
+			return got
+		}
+		if ctx.Err() != nil {
+			if cur, err := p.st.GetApproval(context.WithoutCancel(ctx), a.ID); err == nil {
+				return cur
+			}
+			return a
+		}
+		// The agent's time is up: escalate (once; another process may have).
+		if cur, err := p.EscalateExpired(context.WithoutCancel(ctx), a.ID); err == nil {
+			a = cur
+		} else {
+			return a
+		}
+	}
+}
+
+// EscalateExpired escalates approval id to the human queue if it is routed
+// to an agent and older than the approval timeout. It returns the approval
+// as it now stands.
+func (p *Pipeline) EscalateExpired(ctx context.Context, id string) (*store.Approval, error) {
+	a, err := p.st.GetApproval(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if a.Status == store.StatusPending && strings.HasPrefix(a.Route, "agent:") && p.opts.Now().Sub(a.CreatedAt) >= p.h.World.Policy.ApprovalTimeout {
+		err := p.st.DecideApproval(ctx, id, store.StatusEscalated, "armory",
+			fmt.Sprintf("approval agent %s did not decide within %s", strings.TrimPrefix(a.Route, "agent:"), p.h.World.Policy.ApprovalTimeout))
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return nil, err
+		}
+		p.emit(Event{Kind: EventApprovalDecided, Agent: a.Agent, Tool: a.Tool, ApprovalID: id, Status: string(store.StatusEscalated)})
+		return p.st.GetApproval(ctx, id)
+	}
+	return a, nil
+}
+
+// runApproved runs an approved call exactly once: the first caller to claim
+// the approval runs it and stores the outcome; any other caller (a second
+// resume, another process) waits for that outcome.
+func (p *Pipeline) runApproved(ctx context.Context, s *state) Outcome {
+	a := s.approval
+	s.stage("approval", "approved", fmt.Sprintf("approved by %s: %s", a.DecidedBy, orNone(a.DecisionReason)))
+	_, claimed, err := p.st.Acquire(ctx, "approval:"+a.ID, "run", 1, 1)
+	if err != nil {
+		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
+	}
+	if !claimed {
+		return p.storedOutcome(ctx, s)
+	}
+	o := p.run(ctx, s, a.DecidedBy)
+	b, _ := json.Marshal(storedOutcome{Outcome: o, Kind: o.Kind})
+	if err := p.st.SetApprovalResult(context.WithoutCancel(ctx), a.ID, b); err != nil {
+		o.Reasons = append(o.Reasons, "approval: the result could not be stored: "+err.Error())
+	}
+	return o
+}
+
+type storedOutcome struct {
+	Outcome
+	Kind armory.Kind `json:"kind"`
+}
+
+// storedOutcome returns the outcome another caller stored for the
+// approval, waiting (bounded by ctx) while that caller still runs the tool.
+func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
+	for {
+		a, err := p.st.GetApproval(ctx, s.approval.ID)
+		if err != nil {
+			return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
+		}
+		if len(a.Result) > 0 {
+			var so storedOutcome
+			if err := json.Unmarshal(a.Result, &so); err != nil {
+				return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
+			}
+			o := so.Outcome
+			o.Kind = so.Kind
+			o.Reasons = append(o.Reasons, "approval: the tool already ran for this approval; this is its stored result")
+			return o
+		}
+		select {
+		case <-ctx.Done():
+			return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: a.ID,
+				Result: fmt.Sprintf("The approved call %s is still running; retry with armory call --resume %s.", a.ID, a.ID)}
+		case <-time.After(p.opts.PollInterval):
+		}
+	}
+}
+
+// resume continues the call an approval was created for.
+func (p *Pipeline) resume(ctx context.Context, s *state) Outcome {
+	a, err := p.st.GetApproval(ctx, s.c.Resume)
+	if err != nil {
+		kind := armory.KindUnavailable
+		if errors.Is(err, store.ErrNotFound) {
+			kind = armory.KindNotFound
+		}
+		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: kind, Reasons: []string{},
+			Result: fmt.Sprintf("No approval %s: %v", s.c.Resume, err)}
+	}
+	conflict := func(msg string) Outcome {
+		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindConflict, ApprovalID: a.ID, Reasons: []string{},
+			Result: "Cannot resume approval " + a.ID + ": " + msg}
+	}
+	if s.c.Agent != "" && s.c.Agent != a.Agent {
+		return conflict(fmt.Sprintf("it was requested by agent %s, not %s", a.Agent, s.c.Agent))
+	}
+	if s.c.Tool != "" && s.c.Tool != a.Tool {
+		return conflict(fmt.Sprintf("it is for tool %s, not %s", a.Tool, s.c.Tool))
+	}
+	if len(bytes.TrimSpace(s.c.Args)) > 0 {
+		if argsHash(s.c.Args) != a.ArgsHash {
+			return conflict("the arguments differ from the approved call's (resume with the same --args, or none)")
+		}
+	} else {
+		if a.ArgsHash != argsHash(a.Args) {
+			return conflict("the approved call's arguments held secrets, which are not stored; resume with the same --args")
+		}
+		s.c.Args = a.Args
+	}
+	s.c.Agent, s.c.Tool, s.c.Session, s.c.Task = a.Agent, a.Tool, a.Session, a.Task
+	if r := p.lookup(ctx, s); r != nil {
+		return p.refuse(ctx, s, r)
+	}
+	if lvl, err := armory.ParsePermission(a.Level); err == nil {
+		s.level, s.hasLvl = lvl, true
+	}
+	s.approval = a
+	s.stage("resume", "ok", "resuming approval "+a.ID)
+	if len(a.Result) > 0 {
+		return p.storedOutcome(ctx, s)
+	}
+	return p.awaitDecision(ctx, s)
+}
+
+// argsHash is the hash of a call's canonical (compact) arguments; an
+// approval keeps it so that a resume with other arguments is refused.
+func argsHash(args json.RawMessage) string {
+	var buf bytes.Buffer
+	raw := bytes.TrimSpace(args)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if err := json.Compact(&buf, raw); err != nil {
+		buf.Reset()
+		buf.Write(raw)
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:])
+}
+
+func report(s *state, format string, args ...any) {
+	if s.c.Progress != nil {
+		s.c.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no reason given"
+	}
+	return s
+}
+
+// ---- the tools of approval agents (seed 001) ----
+
+type worldItem = world.Item
+
+// registerApprovalTools adds approval.list and approval.decide to every
+// agent whose config.md grants tool_approval.
+func (p *Pipeline) registerApprovalTools() error {
+	list, decide := &approvalList{p: p}, &approvalDecide{p: p}
+	for _, ag := range p.h.Agents() {
+		if ag.Def.Config == nil || len(ag.Def.Config.Policy.ApprovalScope) == 0 {
+			continue
+		}
+		for _, t := range []armory.Tool{list, decide} {
+			if err := ag.Registry.Register(t); err != nil && armory.KindOf(err) != armory.KindConflict {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Pipeline) scopeOf(agent string) []worldItem {
+	ag, err := p.h.Agent(agent)
+	if err != nil || ag.Def.Config == nil {
+		return nil
+	}
+	return ag.Def.Config.Policy.ApprovalScope
+}
+
+type approvalList struct{ p *Pipeline }
+
+func (*approvalList) Spec() armory.Spec {
+	return armory.Spec{Name: "approval.list", Description: "List the tool calls waiting for your approval (within your tool_approval scope).",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)}
+}
+func (*approvalList) Manifest() armory.Manifest {
+	return armory.Manifest{Danger: armory.DangerSafe, Capabilities: []armory.Capability{armory.CapReadState}, Permission: armory.PermAuto, Category: armory.CatAgent}
+}
+func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
+	me := inv.Agent.ID
+	as, err := t.p.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.StatusPending, Route: store.RouteAgent(me)})
+	if err != nil {
+		return armory.Failf(armory.KindUnavailable, "cannot list approvals: %v", err)
+	}
+	type item struct {
+		ID      string          `json:"id"`
+		Agent   string          `json:"agent"`
+		Tool    string          `json:"tool"`
+		Args    json.RawMessage `json:"args"`
+		Reason  string          `json:"reason"`
+		Created time.Time       `json:"created_at"`
+	}
+	out := []item{}
+	scope := t.p.scopeOf(me)
+	for _, a := range as {
+		if a.Agent == me || !covers(scope, a.Tool) {
+			continue
+		}
+		if cur, err := t.p.EscalateExpired(ctx, a.ID); err == nil && cur.Status != store.StatusPending {
+			continue
+		}
+		out = append(out, item{a.ID, a.Agent, a.Tool, a.Args, a.Reason, a.CreatedAt})
+	}
+	b, _ := json.MarshalIndent(out, "", "  ")
+	text := string(b)
+	if len(out) == 0 {
+		text = "No calls are waiting for your approval."
+	}
+	return armory.Result{Success: true, Text: text, Value: out}
+}
+
+type approvalDecide struct{ p *Pipeline }
+
+func (*approvalDecide) Spec() armory.Spec {
+	return armory.Spec{Name: "approval.decide", Description: "Approve, deny or escalate (to a human) a tool call waiting for your approval.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","description":"approval id from approval.list"},"decision":{"type":"string","enum":["approve","deny","escalate"]},"reason":{"type":"string","description":"why; recorded in the audit trail"}},"required":["id","decision","reason"],"additionalProperties":false}`)}
+}
+func (*approvalDecide) Manifest() armory.Manifest {
+	return armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapWriteState}, Permission: armory.PermAuto, Category: armory.CatAgent}
+}
+func (t *approvalDecide) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
+	var a struct {
+		ID, Decision, Reason string
+	}
+	if err := json.Unmarshal(inv.Args, &a); err != nil {
+		return armory.Failf(armory.KindInvalid, "bad arguments: %v", err)
+	}
+	me := inv.Agent.ID
+	ap, err := t.p.st.GetApproval(ctx, a.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return armory.Failf(armory.KindNotFound, "no approval %s", a.ID)
+	} else if err != nil {
+		return armory.Failf(armory.KindUnavailable, "cannot read approval: %v", err)
+	}
+	switch {
+	case ap.Agent == me:
+		return armory.Failf(armory.KindPermission, "you cannot decide your own call (approval %s); it goes to a human", a.ID)
+	case ap.Route != store.RouteAgent(me) || !covers(t.p.scopeOf(me), ap.Tool):
+		return armory.Failf(armory.KindPermission, "approval %s is not routed to you", a.ID)
+	}
+	if cur, err := t.p.EscalateExpired(ctx, a.ID); err == nil && cur.Status != store.StatusPending {
+		return armory.Failf(armory.KindConflict, "approval %s is %s (decided by %s); too late", a.ID, cur.Status, cur.DecidedBy)
+	}
+	status := map[string]store.ApprovalStatus{"approve": store.StatusApproved, "deny": store.StatusDenied, "escalate": store.StatusEscalated}[a.Decision]
+	if err := t.p.st.DecideApproval(ctx, a.ID, status, me, a.Reason); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return armory.Failf(armory.KindConflict, "approval %s was already decided", a.ID)
+		}
+		return armory.Failf(armory.KindUnavailable, "cannot record the decision: %v", err)
+	}
+	t.p.emit(Event{Kind: EventApprovalDecided, Agent: ap.Agent, Tool: ap.Tool, ApprovalID: a.ID, Status: string(status), Message: "by " + me})
+	return armory.OK(fmt.Sprintf("approval %s: %s", a.ID, status))
+}

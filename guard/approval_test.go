@@ -1,0 +1,195 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/sqlite"
+)
+
+// otherProcess opens a second store on the same database, as another
+// armory process (the human's `armory approvals approve`) would.
+func otherProcess(t *testing.T, f *fixture) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func TestHumanApprovalResumeRunsOnce(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("plain", "test.confirm", `{"x":1}`)
+	if o.Status != audit.StatusPending {
+		t.Fatalf("outcome = %+v", o)
+	}
+	id := o.ApprovalID
+	ap, err := f.st.GetApproval(context.Background(), id)
+	if err != nil || ap.Route != store.RouteHuman || ap.Level != "confirm" || ap.Tool != "test.confirm" || !strings.Contains(ap.Reason, "confirm") {
+		t.Fatalf("approval = %+v, %v", ap, err)
+	}
+	// Resume before a decision: still pending.
+	if r := f.p.Execute(context.Background(), Call{Resume: id}); r.Status != audit.StatusPending {
+		t.Fatalf("resume before decision: %+v", r)
+	}
+	human := otherProcess(t, f)
+	if err := human.DecideApproval(context.Background(), id, store.StatusApproved, "human", "looks fine"); err != nil {
+		t.Fatal(err)
+	}
+	r1 := f.p.Execute(context.Background(), Call{Resume: id})
+	if r1.Status != audit.StatusSuccess || r1.DecidedBy != "human" || r1.ApprovalID != id {
+		t.Fatalf("resume after approval: %+v", r1)
+	}
+	r2 := f.p.Execute(context.Background(), Call{Agent: "plain", Tool: "test.confirm", Args: json.RawMessage(`{"x":1}`), Resume: id})
+	if r2.Status != audit.StatusSuccess || r2.Result != r1.Result {
+		t.Fatalf("second resume must return the stored result: %+v", r2)
+	}
+	if n := f.tools["test.confirm"].runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times for one approval", n)
+	}
+	r3 := f.p.Execute(context.Background(), Call{Agent: "plain", Tool: "test.confirm", Args: json.RawMessage(`{"x":2}`), Resume: id})
+	if r3.Kind != armory.KindConflict || r3.ExitCode() != armory.ExitInvalid {
+		t.Fatalf("resume with other arguments is a conflict: %+v", r3)
+	}
+	if r := f.p.Execute(context.Background(), Call{Agent: "dev", Resume: id}); r.Kind != armory.KindConflict {
+		t.Fatalf("resume by another agent is a conflict: %+v", r)
+	}
+	// The finish record names the approval and who decided.
+	recs := f.records(t, r1.CallID)
+	last := recs[len(recs)-1]
+	if last.ApprovalID != id || last.DecidedBy != "human" || last.Status != audit.StatusSuccess {
+		t.Fatalf("finish record = %+v", last)
+	}
+}
+
+func TestApprovalWhileWaiting(t *testing.T) {
+	f := newFixture(t)
+	human := otherProcess(t, f)
+	for _, tc := range []struct {
+		decision store.ApprovalStatus
+		want     audit.Status
+	}{{store.StatusApproved, audit.StatusSuccess}, {store.StatusDenied, audit.StatusDenied}} {
+		var progress []string
+		done := make(chan Outcome)
+		go func() {
+			done <- f.p.Execute(context.Background(), Call{Agent: "plain", Tool: "test.confirm", Args: json.RawMessage(`{}`), Wait: 20 * time.Second,
+				Progress: func(m string) { progress = append(progress, m) }})
+		}()
+		var id string
+		for id == "" {
+			as, _ := human.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.StatusPending})
+			if len(as) > 0 {
+				id = as[0].ID
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := human.DecideApproval(context.Background(), id, tc.decision, "human", "because"); err != nil {
+			t.Fatal(err)
+		}
+		o := <-done
+		if o.Status != tc.want || o.ApprovalID != id {
+			t.Fatalf("%s: outcome = %+v", tc.decision, o)
+		}
+		if tc.want == audit.StatusDenied && !strings.Contains(o.Result, "Denied by human: because") {
+			t.Fatalf("denial text: %q", o.Result)
+		}
+		if len(progress) == 0 || !strings.Contains(progress[0], "waiting for approval "+id) {
+			t.Fatalf("progress = %v", progress)
+		}
+	}
+	// Denied requests are kept and queryable with their reasons.
+	as, _ := f.st.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.StatusDenied})
+	if len(as) != 1 || as[0].DecisionReason != "because" || as[0].DecidedBy != "human" {
+		t.Fatalf("denied = %+v", as)
+	}
+}
+
+func TestApprovalAgent(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("dev", "test.always", `{"q":1}`)
+	if o.Status != audit.StatusPending || o.Permission != "always_confirm" {
+		t.Fatalf("outcome = %+v", o)
+	}
+	ap, _ := f.st.GetApproval(context.Background(), o.ApprovalID)
+	if ap.Route != store.RouteAgent("warden") {
+		t.Fatalf("always_confirm must route to the approval agent covering the tool: %+v", ap)
+	}
+	// The approval agent sees it through its own tools, which go through the pipeline.
+	l := f.call("warden", "approval.list", `{}`)
+	if l.Status != audit.StatusSuccess || !strings.Contains(l.Result, o.ApprovalID) {
+		t.Fatalf("approval.list = %+v", l)
+	}
+	if d := f.call("dev", "approval.decide", `{"id":"`+o.ApprovalID+`","decision":"approve","reason":"x"}`); !strings.Contains(d.Result, "Unknown tool") {
+		t.Fatalf("only approval agents have approval.decide: %+v", d)
+	}
+	d := f.call("warden", "approval.decide", `{"id":"`+o.ApprovalID+`","decision":"approve","reason":"in scope and harmless"}`)
+	if d.Status != audit.StatusSuccess {
+		t.Fatalf("approval.decide = %+v", d)
+	}
+	r := f.p.Execute(context.Background(), Call{Resume: o.ApprovalID})
+	if r.Status != audit.StatusSuccess || r.DecidedBy != "warden" {
+		t.Fatalf("resume = %+v", r)
+	}
+	// No agent decides its own call: the warden's own always_confirm call goes to a human.
+	own := f.call("warden", "test.always", `{}`)
+	ap, _ = f.st.GetApproval(context.Background(), own.ApprovalID)
+	if ap.Route != store.RouteHuman {
+		t.Fatalf("own call route = %s", ap.Route)
+	}
+	if d := f.call("warden", "approval.decide", `{"id":"`+own.ApprovalID+`","decision":"approve","reason":"me"}`); d.Status == audit.StatusSuccess {
+		t.Fatalf("an agent decided its own call: %+v", d)
+	}
+	// Escalate sends it to the human queue.
+	o2 := f.call("dev", "test.always", `{"q":2}`)
+	if d := f.call("warden", "approval.decide", `{"id":"`+o2.ApprovalID+`","decision":"escalate","reason":"not sure"}`); d.Status != audit.StatusSuccess {
+		t.Fatalf("escalate = %+v", d)
+	}
+	ap, _ = f.st.GetApproval(context.Background(), o2.ApprovalID)
+	if ap.Status != store.StatusEscalated || ap.Route != store.RouteHuman {
+		t.Fatalf("escalated = %+v", ap)
+	}
+	// Out of scope: test.confirm is confirm-level, for humans; never listed for the warden.
+	h := f.call("dev", "test.confirm", `{}`)
+	if l := f.call("warden", "approval.list", `{}`); strings.Contains(l.Result, h.ApprovalID) {
+		t.Fatal("the warden sees a request outside its scope")
+	}
+}
+
+func TestApprovalAgentTimeoutEscalates(t *testing.T) {
+	f := newFixture(t)
+	// approval_timeout is 300ms in the test world; the caller waits longer.
+	done := make(chan Outcome)
+	go func() {
+		done <- f.p.Execute(context.Background(), Call{Agent: "dev", Tool: "test.always", Args: json.RawMessage(`{}`), Wait: 20 * time.Second})
+	}()
+	var id string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		as, _ := f.st.ListApprovals(context.Background(), store.ApprovalFilter{Status: store.StatusEscalated})
+		if len(as) == 1 {
+			id = as[0].ID
+			if as[0].Route != store.RouteHuman || !strings.Contains(as[0].DecisionReason, "did not decide within") {
+				t.Fatalf("escalation = %+v", as[0])
+			}
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if id == "" {
+		t.Fatal("the request was not escalated after the approval agent's timeout")
+	}
+	if err := otherProcess(t, f).DecideApproval(context.Background(), id, store.StatusApproved, "human", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-done; o.Status != audit.StatusSuccess || o.DecidedBy != "human" {
+		t.Fatalf("outcome = %+v", o)
+	}
+}

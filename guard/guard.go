@@ -1,0 +1,324 @@
+// Package guard is Armory's one enforcement path. Every tool call, from
+// every surface (library, CLI, MCP, REST), goes through Pipeline.Execute,
+// whose stages run in this order, each returning a decision with reasons:
+//
+//	lookup → validate → caps and loop detection → screen (terminal tools)
+//	→ veto and bias patterns → permission level and approval → run → audit
+//
+// A refusal at any stage is a Result a model can read (what stopped the call
+// and what to do next), and it is audited like any call. A call that runs
+// has an audit entry written before it runs (fail closed: no entry, no run)
+// and one after; its outcome is returned only once that entry is durable.
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/access"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/store"
+)
+
+// Options configure a Pipeline. The zero value of every field has a sane
+// default.
+type Options struct {
+	// Store keeps the audit trail, approvals and session counters. Required.
+	Store store.Store
+	// AuditFile, when set, also receives every audit record (a JSONL trail
+	// with its own chain, rotated every 1,000 records).
+	AuditFile *audit.FileSink
+	// AuditFailOpen lets calls run when their audit entry cannot be written.
+	// The default (false) is fail closed: no entry, no run.
+	AuditFailOpen bool
+	// Now is the clock (default time.Now); tests fix it.
+	Now func() time.Time
+	// OnEvent, when set, receives events for humans (approval requested or
+	// decided, limit reached, call finished). It must not block.
+	OnEvent func(Event)
+	// PollInterval bounds how often waits re-check state another process
+	// may change (default 100ms).
+	PollInterval time.Duration
+}
+
+// Pipeline runs calls for the agents of one host. Safe for concurrent use.
+type Pipeline struct {
+	h    *host.Host
+	st   store.Store
+	opts Options
+
+	schemas sync.Map // tool name → *compiledSchema
+	repeats repeatTracker
+	fileMu  sync.Mutex
+}
+
+// New builds the pipeline for h and registers the approval tools of every
+// approval agent (agents whose config.md grants tool_approval).
+func New(h *host.Host, opts Options) (*Pipeline, error) {
+	if opts.Store == nil {
+		return nil, armory.E("guard.New", armory.KindInvalid, "a store is required")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 100 * time.Millisecond
+	}
+	p := &Pipeline{h: h, st: opts.Store, opts: opts}
+	p.repeats.init()
+	if err := p.registerApprovalTools(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Host returns the pipeline's host.
+func (p *Pipeline) Host() *host.Host { return p.h }
+
+// Store returns the pipeline's store.
+func (p *Pipeline) Store() store.Store { return p.st }
+
+// Call is one request to run a tool.
+type Call struct {
+	Agent   string          `json:"agent"`
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args,omitempty"`
+	Session string          `json:"session,omitempty"` // default: DefaultSession(Agent)
+	Task    string          `json:"task,omitempty"`
+	// Justification lets a call past loop detection; it is audited.
+	Justification string `json:"justification,omitempty"`
+	// Wait bounds how long Execute waits for an approval; after it the
+	// outcome is pending with the approval id. 0 returns pending at once.
+	Wait time.Duration `json:"-"`
+	// Resume continues the call an approval was created for: it returns
+	// the stored result if the tool already ran, waits (up to Wait) if the
+	// approval is still open, and runs the tool at most once when approved.
+	// Agent, Tool and Args must match the approval's (Args may be empty).
+	Resume string `json:"resume,omitempty"`
+	// Progress receives progress messages ("waiting for approval <id>",
+	// tool output) as the call goes on. Optional.
+	Progress func(msg string) `json:"-"`
+}
+
+// DefaultSession is the session of an agent's calls that name none.
+func DefaultSession(agent string) string { return agent + ":default" }
+
+// Outcome is what a call came to. It is what `armory call` prints.
+type Outcome struct {
+	CallID     string            `json:"call_id"`
+	Status     audit.Status      `json:"status"`
+	Result     string            `json:"result"`
+	Value      any               `json:"value,omitempty"`
+	Reasons    []string          `json:"reasons"`
+	ApprovalID string            `json:"approval_id,omitempty"`
+	DecidedBy  string            `json:"decided_by,omitempty"`
+	Permission string            `json:"permission,omitempty"`
+	Stages     []audit.Stage     `json:"stages,omitempty"`
+	Artifacts  []armory.Artifact `json:"artifacts,omitempty"`
+	// Kind classifies a failure (for exit codes and HTTP statuses).
+	Kind armory.Kind `json:"-"`
+}
+
+// ExitCode maps the outcome to the armory command's exit code: 0 success,
+// 1 tool error, 3 blocked or denied, 4 pending, 2 for an unknown agent or
+// tool or invalid arguments.
+func (o Outcome) ExitCode() int {
+	switch o.Status {
+	case audit.StatusSuccess:
+		return armory.ExitOK
+	case audit.StatusBlocked, audit.StatusDenied:
+		return armory.ExitBlocked
+	case audit.StatusPending:
+		return armory.ExitPending
+	}
+	if o.Kind == armory.KindNotFound || o.Kind == armory.KindInvalid || o.Kind == armory.KindConflict {
+		return armory.ExitInvalid
+	}
+	return armory.ExitFailure
+}
+
+// state is one call as it moves through the stages.
+type state struct {
+	c         Call
+	id        string
+	start     time.Time
+	ag        *host.Agent
+	tool      armory.Tool
+	man       armory.Manifest
+	stages    []audit.Stage
+	level     armory.Permission
+	hasLvl    bool
+	approval  *store.Approval
+	argsLower string
+	terminal  access.Terminal
+	bias      []string
+}
+
+func (s *state) stage(name, decision string, reasons ...string) {
+	s.stages = append(s.stages, audit.Stage{Name: name, Decision: decision, Reasons: reasons})
+}
+
+// Execute runs c through every stage. It never panics on bad input and
+// always returns an Outcome; refusals are outcomes, not errors.
+func (p *Pipeline) Execute(ctx context.Context, c Call) Outcome {
+	s := &state{c: c, id: audit.NewID(), start: p.opts.Now()}
+	if s.c.Session == "" {
+		s.c.Session = DefaultSession(c.Agent)
+	}
+	if c.Resume != "" {
+		return p.resume(ctx, s)
+	}
+	if o, done := p.admit(ctx, s); done {
+		return o
+	}
+	if s.level == armory.PermConfirm || s.level == armory.PermAlwaysConfirm {
+		return p.requestApproval(ctx, s)
+	}
+	return p.run(ctx, s, "")
+}
+
+// admit runs every stage before the permission decision. done means the
+// call was refused and o says why (already audited).
+func (p *Pipeline) admit(ctx context.Context, s *state) (o Outcome, done bool) {
+	for _, st := range []func(context.Context, *state) *refusal{p.lookup, p.validate, p.caps, p.screen, p.patterns, p.permission} {
+		if r := st(ctx, s); r != nil {
+			return p.refuse(ctx, s, r), true
+		}
+	}
+	return Outcome{}, false
+}
+
+// refusal is why a stage stopped a call.
+type refusal struct {
+	status audit.Status
+	kind   armory.Kind
+	text   string // for the model: what stopped the call and what to do next
+}
+
+func refuse(status audit.Status, kind armory.Kind, format string, args ...any) *refusal {
+	return &refusal{status: status, kind: kind, text: fmt.Sprintf(format, args...)}
+}
+
+// refuse audits a refused call (one finish entry) and returns its outcome.
+func (p *Pipeline) refuse(ctx context.Context, s *state, r *refusal) Outcome {
+	o := Outcome{CallID: s.id, Status: r.status, Result: r.text, Kind: r.kind, Stages: s.stages, Reasons: reasonsOf(s.stages)}
+	if s.hasLvl {
+		o.Permission = s.level.String()
+	}
+	if s.approval != nil {
+		o.ApprovalID, o.DecidedBy = s.approval.ID, s.approval.DecidedBy
+	}
+	rec := p.record(s, audit.PhaseFinish, r.status, r.text)
+	if err := p.appendAudit(ctx, rec); err != nil {
+		o.Reasons = append(o.Reasons, "audit entry could not be written: "+err.Error())
+	}
+	return o
+}
+
+func reasonsOf(stages []audit.Stage) []string {
+	out := []string{}
+	for _, st := range stages {
+		for _, r := range st.Reasons {
+			out = append(out, st.Name+": "+r)
+		}
+	}
+	return out
+}
+
+// run writes the start entry, runs the tool, writes the finish entry and
+// returns the outcome once that entry is durable.
+func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome {
+	startRec := p.record(s, audit.PhaseStart, audit.StatusRunning, "")
+	if err := p.appendAudit(ctx, startRec); err != nil && !p.opts.AuditFailOpen {
+		s.stage("audit", "block", "the audit entry could not be written, so the call did not run: "+err.Error())
+		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindUnavailable, Stages: s.stages, Reasons: reasonsOf(s.stages),
+			Result: "The call did not run: its audit entry could not be written. Try again later."}
+	}
+	inv := armory.Invocation{Args: s.c.Args, Agent: s.ag.Env, Progress: s.c.Progress}
+	began := p.opts.Now()
+	res := safeExecute(ctx, s.tool, inv)
+	status := audit.StatusSuccess
+	switch {
+	case res.Success:
+	case res.Kind == armory.KindTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		status = audit.StatusTimeout
+	default:
+		status = audit.StatusError
+	}
+	s.stage("run", string(status), fmt.Sprintf("ran in %s", p.opts.Now().Sub(began).Round(time.Microsecond)))
+	o := Outcome{CallID: s.id, Status: status, Result: res.Text, Value: res.Value, Artifacts: res.Artifacts, Kind: res.Kind,
+		Stages: s.stages, Reasons: reasonsOf(s.stages), Permission: s.level.String(), DecidedBy: decidedBy}
+	if s.approval != nil {
+		o.ApprovalID = s.approval.ID
+	}
+	fin := p.record(s, audit.PhaseFinish, status, res.Text)
+	fin.DecidedBy = decidedBy
+	// The finish entry must be durable before the result is returned, even
+	// when the caller has gone away.
+	if err := p.appendAudit(context.WithoutCancel(ctx), fin); err != nil {
+		o.Reasons = append(o.Reasons, "audit: the finish entry could not be written: "+err.Error())
+	}
+	return o
+}
+
+// safeExecute turns a panicking tool into a failed result.
+func safeExecute(ctx context.Context, t armory.Tool, inv armory.Invocation) (res armory.Result) {
+	defer func() {
+		if r := recover(); r != nil {
+			res = armory.Failf(armory.KindInternal, "the tool failed unexpectedly (%v); this is a bug in the tool", r)
+		}
+	}()
+	return t.Execute(ctx, inv)
+}
+
+// record builds an audit record for the call in its current state.
+func (p *Pipeline) record(s *state, phase audit.Phase, status audit.Status, result string) *audit.Record {
+	rec := &audit.Record{
+		ID: s.id, Time: p.opts.Now(), Phase: phase, Agent: s.c.Agent, Session: s.c.Session, Task: s.c.Task,
+		Tool: s.c.Tool, Args: audit.Redact(s.c.Args), Stages: cloneStages(s.stages), Status: status,
+		Result: audit.Summary(result), Justification: audit.RedactText(s.c.Justification),
+	}
+	if s.hasLvl {
+		rec.Permission = s.level.String()
+	}
+	if s.approval != nil {
+		rec.ApprovalID = s.approval.ID
+		rec.DecidedBy = s.approval.DecidedBy
+	}
+	if phase == audit.PhaseFinish {
+		rec.DurationMS = p.opts.Now().Sub(s.start).Milliseconds()
+	}
+	return rec
+}
+
+func cloneStages(st []audit.Stage) []audit.Stage {
+	out := make([]audit.Stage, len(st))
+	copy(out, st)
+	return out
+}
+
+// appendAudit writes rec to the store and, when configured, the file sink.
+func (p *Pipeline) appendAudit(ctx context.Context, rec *audit.Record) error {
+	if err := p.st.AppendAudit(ctx, rec); err != nil {
+		return err
+	}
+	if p.opts.AuditFile != nil {
+		fr := rec.Clone()
+		p.fileMu.Lock()
+		err := p.opts.AuditFile.Append(fr)
+		p.fileMu.Unlock()
+		if err != nil {
+			return fmt.Errorf("audit file: %w", err)
+		}
+	}
+	return nil
+}
+
+func lower(b []byte) string { return strings.ToLower(string(b)) }

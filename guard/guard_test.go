@@ -1,0 +1,273 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/sqlite"
+)
+
+// testTool is a real tool whose effect is counting its runs.
+type testTool struct {
+	name   string
+	man    armory.Manifest
+	schema string
+	runs   atomic.Int64
+	block  chan struct{} // when set, Execute waits for it (or ctx)
+}
+
+func (t *testTool) Spec() armory.Spec {
+	s := t.schema
+	if s == "" {
+		s = `{"type":"object"}`
+	}
+	return armory.Spec{Name: t.name, Description: "test tool " + t.name, InputSchema: json.RawMessage(s)}
+}
+func (t *testTool) Manifest() armory.Manifest { return t.man }
+func (t *testTool) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
+	if t.block != nil {
+		select {
+		case <-t.block:
+		case <-ctx.Done():
+			return armory.Failf(armory.KindTimeout, "cancelled")
+		}
+	}
+	n := t.runs.Add(1)
+	return armory.OK(fmt.Sprintf("%s ran (%d) with %s", t.name, n, inv.Args))
+}
+
+type fixture struct {
+	dir   string
+	db    string
+	h     *host.Host
+	st    store.Store
+	p     *Pipeline
+	tools map[string]*testTool
+	now   atomic.Int64 // unix nanos; 0 = real time
+}
+
+const worldYAML = `name: t
+agents:
+  - {id: dev}
+  - {id: ops}
+  - {id: locked}
+  - {id: warden}
+  - {id: plain}
+permissions:
+  test.worlddefault: deny
+patterns:
+  - {name: no-prod, kind: veto, triggers: [production-db], explanation: "never touch the production database"}
+  - {name: careful-net, kind: bias, capabilities: [network], explanation: "network calls need a second look"}
+limits:
+  tool_invocations: 50
+approval_timeout: 300ms
+`
+
+var agentConfigs = map[string]string{
+	"dev":    "## Tool Access\n## Permissions\nprofile: standard\ntest.override: auto\n",
+	"ops":    "## Tool Access\n## Permissions\nprofile: trusted\ntest.shell: auto\n",
+	"locked": "## Tool Access\n## Permissions\nprofile: restricted\n",
+	"warden": "## Tool Access\n## Capabilities\n- tool_approval: test.always, test.family\n",
+	"plain":  "## Tool Access\n## Limits\ntool_invocations: 3\n",
+}
+
+func testTools() []*testTool {
+	return []*testTool{
+		{name: "test.noop", man: armory.Manifest{Category: armory.CatOther}},
+		{name: "test.args", man: armory.Manifest{Category: armory.CatOther}, schema: `{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"],"additionalProperties":false}`},
+		{name: "test.shell", man: armory.Manifest{Category: armory.CatTerminal, Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapProcessExec}, Permission: armory.PermConfirm}, schema: `{"type":"object","properties":{"command":{"type":"string"}},"required":["command"]}`},
+		{name: "test.write", man: armory.Manifest{Category: armory.CatFileWrite, Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}}, schema: `{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"}}}`},
+		{name: "test.confirm", man: armory.Manifest{Category: armory.CatOther, Permission: armory.PermConfirm}},
+		{name: "test.always", man: armory.Manifest{Category: armory.CatOther, Permission: armory.PermAlwaysConfirm}},
+		{name: "test.deny", man: armory.Manifest{Category: armory.CatOther, Permission: armory.PermDeny}},
+		{name: "test.worlddefault", man: armory.Manifest{Category: armory.CatOther}},
+		{name: "test.override", man: armory.Manifest{Category: armory.CatFileWrite, Permission: armory.PermDeny}},
+		{name: "test.net", man: armory.Manifest{Category: armory.CatOther, Capabilities: []armory.Capability{armory.CapNetwork}}},
+		{name: "test.slow", man: armory.Manifest{Category: armory.CatOther}},
+	}
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	if err := writeTestWorld(dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := openFixture(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.st.Close() })
+	return f
+}
+
+func writeTestWorld(dir string) error {
+	files := map[string]string{"world-config.yaml": worldYAML}
+	for id, c := range agentConfigs {
+		files["archetype/"+id+"/config.md"] = c
+	}
+	for rel, content := range files {
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openFixture opens the pipeline of the test world in dir (also used by the
+// helper processes of the cross-process tests).
+func openFixture(dir string) (*fixture, error) {
+	f := &fixture{dir: dir, tools: map[string]*testTool{}}
+	var tools []armory.Tool
+	for _, tt := range testTools() {
+		f.tools[tt.name] = tt
+		tools = append(tools, tt)
+	}
+	f.tools["test.slow"].block = make(chan struct{})
+	h, err := host.Open(f.dir, host.Options{Builtins: tools})
+	if err != nil {
+		return nil, err
+	}
+	f.h = h
+	f.db = filepath.Join(f.dir, ".armory", "armory.db")
+	st, err := sqlite.OpenWith(f.db, sqlite.Options{Now: f.clock})
+	if err != nil {
+		return nil, err
+	}
+	f.st = st
+	f.p, err = New(h, Options{Store: st, PollInterval: 10 * time.Millisecond, Now: f.clock})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *fixture) clock() time.Time {
+	if n := f.now.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Now()
+}
+
+func (f *fixture) call(agent, tool, args string) Outcome {
+	return f.p.Execute(context.Background(), Call{Agent: agent, Tool: tool, Args: json.RawMessage(args)})
+}
+
+// records returns the audit records of one call, oldest first.
+func (f *fixture) records(t *testing.T, callID string) []*audit.Record {
+	t.Helper()
+	recs, err := f.st.ListAudit(context.Background(), store.AuditFilter{CallID: callID, Oldest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+func TestSuccessIsAuditedBeforeAndAfter(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("dev", "test.noop", `{"token":"sk-ant-REDACTME0123456789abcdefghij"}`)
+	if o.Status != audit.StatusSuccess || o.ExitCode() != 0 || o.CallID == "" {
+		t.Fatalf("outcome = %+v", o)
+	}
+	recs := f.records(t, o.CallID)
+	if len(recs) != 2 || recs[0].Phase != audit.PhaseStart || recs[0].Status != audit.StatusRunning || recs[1].Phase != audit.PhaseFinish || recs[1].Status != audit.StatusSuccess {
+		t.Fatalf("records = %+v", recs)
+	}
+	if strings.Contains(string(recs[0].Args), "REDACTME") || strings.Contains(recs[1].Result, "REDACTME") {
+		t.Fatalf("a secret reached the audit trail: %s / %s", recs[0].Args, recs[1].Result)
+	}
+	var names []string
+	for _, st := range recs[1].Stages {
+		names = append(names, st.Name)
+	}
+	if got := strings.Join(names, ","); got != "lookup,validate,caps,patterns,permission,run" {
+		t.Fatalf("stages = %s", got)
+	}
+	if err := f.st.VerifyAudit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		name, agent, tool, args string
+		status                  audit.Status
+		exit                    int
+		text                    string
+	}{
+		{"unknown tool", "dev", "test.nope", `{}`, audit.StatusError, armory.ExitInvalid, "Unknown tool: test.nope"},
+		{"unknown agent", "ghost", "test.noop", `{}`, audit.StatusError, armory.ExitInvalid, `unknown agent "ghost"`},
+		{"schema: missing", "dev", "test.args", `{}`, audit.StatusError, armory.ExitInvalid, "Invalid arguments for test.args"},
+		{"schema: type", "dev", "test.args", `{"n":"x"}`, audit.StatusError, armory.ExitInvalid, "Invalid arguments for test.args"},
+		{"schema: extra", "dev", "test.args", `{"n":1,"m":2}`, audit.StatusError, armory.ExitInvalid, "Invalid arguments"},
+		{"not an object", "dev", "test.noop", `[1]`, audit.StatusError, armory.ExitInvalid, "must be a JSON object"},
+		{"not JSON", "dev", "test.noop", `{`, audit.StatusError, armory.ExitInvalid, "not valid JSON"},
+		{"catastrophic, trusted + auto override", "ops", "test.shell", `{"command":"sudo rm -rf / --no-preserve-root"}`, audit.StatusBlocked, armory.ExitBlocked, "Blocked catastrophic command: sudo rm -rf / --no-preserve-root"},
+		{"catastrophic in a pipeline", "dev", "test.shell", `{"command":"echo hi && git push --force origin main"}`, audit.StatusBlocked, armory.ExitBlocked, "Blocked catastrophic command"},
+		{"parse error fails closed", "ops", "test.shell", `{"command":"echo 'unclosed"}`, audit.StatusBlocked, armory.ExitBlocked, "Blocked"},
+		{"veto trigger", "dev", "test.noop", `{"target":"the PRODUCTION-DB host"}`, audit.StatusBlocked, armory.ExitBlocked, "VETOED by pattern 'no-prod': never touch the production database"},
+		{"deny by manifest", "plain", "test.deny", `{}`, audit.StatusDenied, armory.ExitBlocked, "Denied: test.deny"},
+		{"deny by world default", "plain", "test.worlddefault", `{}`, audit.StatusDenied, armory.ExitBlocked, "world's permission rule"},
+		{"restricted profile: terminal", "locked", "test.shell", `{"command":"ls"}`, audit.StatusDenied, armory.ExitBlocked, "profile restricted"},
+		{"restricted profile: file write", "locked", "test.write", `{"path":"a"}`, audit.StatusDenied, armory.ExitBlocked, "profile restricted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := f.tools["test.shell"].runs.Load() + f.tools["test.noop"].runs.Load()
+			o := f.call(tc.agent, tc.tool, tc.args)
+			if o.Status != tc.status || o.ExitCode() != tc.exit || !strings.Contains(o.Result, tc.text) {
+				t.Fatalf("outcome = %s %d %q\nwant %s %d containing %q\nreasons %v", o.Status, o.ExitCode(), o.Result, tc.status, tc.exit, tc.text, o.Reasons)
+			}
+			if after := f.tools["test.shell"].runs.Load() + f.tools["test.noop"].runs.Load(); after != before {
+				t.Fatal("a refused call ran")
+			}
+			recs := f.records(t, o.CallID)
+			if len(recs) != 1 || recs[0].Status != tc.status || recs[0].Phase != audit.PhaseFinish {
+				t.Fatalf("a refusal is audited once with its status: %+v", recs)
+			}
+		})
+	}
+}
+
+func TestPermissionLevels(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		agent, tool, args string
+		want              audit.Status
+		level             string
+	}{
+		{"dev", "test.override", `{"path":"x"}`, audit.StatusSuccess, "auto"},           // agent rule beats manifest deny
+		{"dev", "test.write", `{"path":"x"}`, audit.StatusPending, "confirm"},           // standard profile: file write confirm
+		{"ops", "test.write", `{"path":"x"}`, audit.StatusSuccess, "auto"},              // trusted: file write auto
+		{"ops", "test.shell", `{"command":"ls -la"}`, audit.StatusSuccess, "auto"},      // agent rule auto, screen allow
+		{"ops", "test.shell", `{"command":"npm test"}`, audit.StatusPending, "confirm"}, // not known safe: at least confirm
+		{"dev", "test.shell", `{"command":"ls"}`, audit.StatusSuccess, "auto"},          // standard: terminal safe auto
+		{"dev", "test.shell", `{"command":"make build"}`, audit.StatusPending, "confirm"},
+		{"plain", "test.confirm", `{}`, audit.StatusPending, "confirm"},
+		{"plain", "test.net", `{}`, audit.StatusPending, "confirm"}, // bias pattern raised auto to confirm
+	}
+	for _, tc := range tests {
+		o := f.call(tc.agent, tc.tool, tc.args)
+		if o.Status != tc.want || o.Permission != tc.level {
+			t.Errorf("%s %s %s: %s at %s, want %s at %s (%v)", tc.agent, tc.tool, tc.args, o.Status, o.Permission, tc.want, tc.level, o.Reasons)
+		}
+		if o.Status == audit.StatusPending && (o.ApprovalID == "" || o.ExitCode() != armory.ExitPending || !strings.Contains(o.Result, "armory call --resume "+o.ApprovalID)) {
+			t.Errorf("pending outcome must name the approval and how to resume: %+v", o)
+		}
+	}
+}

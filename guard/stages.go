@@ -1,0 +1,404 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/access"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/screen"
+	"github.com/armory-dev/armory/world"
+)
+
+// MaxArgsBytes bounds a call's JSON arguments.
+const MaxArgsBytes = 1 << 20
+
+// lookup: the agent exists and its registry holds the tool.
+func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
+	ag, err := p.h.Agent(s.c.Agent)
+	if err != nil {
+		s.stage("lookup", "error", armory.Message(err))
+		return refuse(audit.StatusError, armory.KindNotFound, "%s", armory.Message(err))
+	}
+	s.ag = ag
+	t, err := ag.Registry.Lookup(s.c.Tool)
+	if err != nil {
+		s.stage("lookup", "error", armory.Message(err))
+		return refuse(audit.StatusError, armory.KindNotFound, "Unknown tool: %s. Use one of the tools listed in your <tools> briefing.", s.c.Tool)
+	}
+	s.tool, s.man = t, t.Manifest()
+	s.stage("lookup", "ok", "found in the agent's registry")
+	return nil
+}
+
+type compiledSchema struct {
+	rs  *jsonschema.Resolved
+	err error
+}
+
+// validate: the arguments are one JSON object that satisfies the tool's
+// input schema.
+func (p *Pipeline) validate(ctx context.Context, s *state) *refusal {
+	fail := func(msg string) *refusal {
+		s.stage("validate", "error", msg)
+		return refuse(audit.StatusError, armory.KindInvalid, "Invalid arguments for %s: %s. Fix the arguments and call again.", s.c.Tool, msg)
+	}
+	if len(s.c.Args) > MaxArgsBytes {
+		return fail(fmt.Sprintf("arguments are %d bytes; the limit is %d", len(s.c.Args), MaxArgsBytes))
+	}
+	raw := bytes.TrimSpace(s.c.Args)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	var inst any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&inst); err != nil {
+		return fail("arguments are not valid JSON: " + err.Error())
+	}
+	if dec.More() {
+		return fail("arguments must be one JSON object")
+	}
+	if _, ok := inst.(map[string]any); !ok {
+		return fail("arguments must be a JSON object")
+	}
+	s.c.Args = raw
+	s.argsLower = lower(raw)
+	cs := p.schema(s.tool)
+	if cs.err != nil {
+		s.stage("validate", "error", "the tool's input schema is invalid: "+cs.err.Error())
+		return refuse(audit.StatusError, armory.KindInternal, "The tool %s has an invalid input schema (%v); report this to the world's owner.", s.c.Tool, cs.err)
+	}
+	// jsonschema-go validates values as encoding/json decodes them
+	// (float64 numbers), so decode again without UseNumber.
+	var plain any
+	_ = json.Unmarshal(raw, &plain)
+	if err := cs.rs.Validate(plain); err != nil {
+		return fail(strings.TrimPrefix(err.Error(), "validating root: "))
+	}
+	s.stage("validate", "ok", "arguments match the input schema")
+	return nil
+}
+
+func (p *Pipeline) schema(t armory.Tool) *compiledSchema {
+	name := t.Spec().Name
+	if v, ok := p.schemas.Load(name); ok {
+		return v.(*compiledSchema)
+	}
+	cs := &compiledSchema{}
+	var sch jsonschema.Schema
+	raw := t.Spec().InputSchema
+	if len(raw) == 0 {
+		raw = armory.EmptyObjectSchema
+	}
+	if err := json.Unmarshal(raw, &sch); err != nil {
+		cs.err = err
+	} else {
+		cs.rs, cs.err = sch.Resolve(nil)
+	}
+	v, _ := p.schemas.LoadOrStore(name, cs)
+	return v.(*compiledSchema)
+}
+
+// Default session caps (seed 003): default and maximum. A maximum of 0
+// means none (a world or agent may set any value).
+var capDefaults = map[string][2]int64{
+	world.LimitStreamEvents:     {2000, 10000},
+	world.LimitToolInvocations:  {400, 2000},
+	world.LimitSessionRuntime:   {600, 3600}, // seconds
+	world.LimitEditsPerFile:     {8, 0},
+	world.LimitTerminalCommands: {10, 0},
+	world.LimitWebSearches:      {8, 0},
+}
+
+// Limit returns the cap for name that applies to agent: the agent's value,
+// else the world's, else the default, clamped to the maximum.
+func (p *Pipeline) Limit(ag *host.Agent, name string) int64 {
+	d := capDefaults[name]
+	v := d[0]
+	if l, ok := p.h.World.Policy.Limits[name]; ok {
+		v = l.Value
+	}
+	if ag != nil && ag.Def.Config != nil {
+		if l, ok := ag.Def.Config.Policy.Limits[name]; ok {
+			v = l.Value
+		}
+	}
+	if d[1] > 0 && v > d[1] {
+		v = d[1]
+	}
+	return v
+}
+
+// MaxLimit returns the hard maximum of cap name (0: none).
+func MaxLimit(name string) int64 { return capDefaults[name][1] }
+
+// caps: session runtime, invocations, stream events, terminal commands,
+// web searches, edits per file, and loop detection.
+func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
+	sess := s.c.Session
+	overrides, err := p.st.LimitOverrides(ctx, sess)
+	if err != nil {
+		return p.storeFailure(s, "caps", err)
+	}
+	limit := func(name string) int64 {
+		if v, ok := overrides[name]; ok {
+			return v
+		}
+		return p.Limit(s.ag, name)
+	}
+	// Runtime.
+	started, err := p.st.SessionStart(ctx, sess)
+	if err != nil {
+		return p.storeFailure(s, "caps", err)
+	}
+	maxRun := time.Duration(limit(world.LimitSessionRuntime)) * time.Second
+	if ran := p.opts.Now().Sub(started); ran > maxRun {
+		return p.limitReached(ctx, s, world.LimitSessionRuntime, int64(ran/time.Second), int64(maxRun/time.Second))
+	}
+	// Loop detection before anything is counted, so a refused retry costs nothing.
+	editPath := ""
+	if s.man.Category == armory.CatFileWrite {
+		editPath = argPath(s.c.Args)
+	}
+	if editPath != "" && s.c.Justification == "" {
+		counters, err := p.st.Counters(ctx, sess)
+		if err != nil {
+			return p.storeFailure(s, "caps", err)
+		}
+		if n := counters["edits:"+editPath]; n >= 3 {
+			msg := fmt.Sprintf("Loop detected: %q edited %d times in this session. Justify continued editing or stop.", editPath, n)
+			s.stage("caps", "block", msg)
+			return refuse(audit.StatusBlocked, armory.KindBlocked, "%s (Call again with a \"justification\" to continue.)", msg)
+		}
+	}
+	sum := sha256.Sum256(append([]byte(s.c.Tool+"\x00"), s.c.Args...))
+	if n := p.repeats.note(sess, sum); n >= 5 && s.c.Justification == "" {
+		msg := fmt.Sprintf("Loop detected: %s called %d times in a row with identical arguments. Justify continuing or change your approach.", s.c.Tool, n)
+		s.stage("caps", "block", msg)
+		return refuse(audit.StatusBlocked, armory.KindBlocked, "%s (Call again with a \"justification\" to continue.)", msg)
+	}
+	acquire := []string{world.LimitToolInvocations, world.LimitStreamEvents}
+	if s.man.Category == armory.CatTerminal {
+		acquire = append(acquire, world.LimitTerminalCommands)
+	}
+	if isWebSearch(s.c.Tool) {
+		acquire = append(acquire, world.LimitWebSearches)
+	}
+	for _, name := range acquire {
+		cur, ok, err := p.st.Acquire(ctx, sess, name, 1, limit(name))
+		if err != nil {
+			return p.storeFailure(s, "caps", err)
+		}
+		if !ok {
+			return p.limitReached(ctx, s, name, cur, limit(name))
+		}
+	}
+	if editPath != "" {
+		max := limit(world.LimitEditsPerFile)
+		cur, ok, err := p.st.Acquire(ctx, sess, "edits:"+editPath, 1, max)
+		if err != nil {
+			return p.storeFailure(s, "caps", err)
+		}
+		if !ok {
+			return p.limitReached(ctx, s, world.LimitEditsPerFile+" for "+editPath, cur, max)
+		}
+	}
+	why := "within the session's caps"
+	if s.c.Justification != "" {
+		why += "; justification given: " + audit.RedactText(s.c.Justification)
+	}
+	s.stage("caps", "ok", why)
+	return nil
+}
+
+func isWebSearch(tool string) bool {
+	return tool == "web.search" || armory.InFamily(tool, "search") || strings.HasSuffix(tool, "_search") || strings.HasSuffix(tool, ".search") && !strings.HasPrefix(tool, "workspace.")
+}
+
+// argPath returns the cleaned "path" argument of a file tool, if any.
+func argPath(args json.RawMessage) string {
+	var a struct {
+		Path string `json:"path"`
+	}
+	if json.Unmarshal(args, &a) != nil || a.Path == "" {
+		return ""
+	}
+	p := strings.TrimPrefix(a.Path, "@me/")
+	return path.Clean("/" + p)[1:]
+}
+
+func (p *Pipeline) limitReached(ctx context.Context, s *state, name string, cur, max int64) *refusal {
+	msg := fmt.Sprintf("Safety limit reached: %s (%d/%d)", name, cur, max)
+	s.stage("caps", "block", msg)
+	budget := p.remaining(ctx, s)
+	p.emit(Event{Kind: EventLimitReached, Agent: s.c.Agent, Session: s.c.Session, Tool: s.c.Tool, Message: msg})
+	return refuse(audit.StatusBlocked, armory.KindBlocked,
+		"%s. Remaining budget: %s. Finish your current step cleanly and report back; a human can raise the limit with: armory session extend %s %s N",
+		msg, budget, s.c.Session, strings.Fields(name)[0])
+}
+
+// remaining describes what is left of each cap in the session.
+func (p *Pipeline) remaining(ctx context.Context, s *state) string {
+	counters, err := p.st.Counters(ctx, s.c.Session)
+	if err != nil {
+		return "unknown"
+	}
+	overrides, _ := p.st.LimitOverrides(ctx, s.c.Session)
+	var parts []string
+	for _, name := range []string{world.LimitToolInvocations, world.LimitStreamEvents, world.LimitTerminalCommands, world.LimitWebSearches} {
+		max := p.Limit(s.ag, name)
+		if v, ok := overrides[name]; ok {
+			max = v
+		}
+		parts = append(parts, fmt.Sprintf("%s %d of %d left", name, max-counters[name], max))
+	}
+	if started, err := p.st.SessionStart(ctx, s.c.Session); err == nil {
+		max := time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second
+		if v, ok := overrides[world.LimitSessionRuntime]; ok {
+			max = time.Duration(v) * time.Second
+		}
+		left := max - p.opts.Now().Sub(started)
+		if left < 0 {
+			left = 0
+		}
+		parts = append(parts, fmt.Sprintf("session_runtime %s left", left.Round(time.Second)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *Pipeline) storeFailure(s *state, stage string, err error) *refusal {
+	s.stage(stage, "error", "store: "+err.Error())
+	return refuse(audit.StatusError, armory.KindUnavailable, "The call did not run: Armory could not check its safety caps (%v). Try again later.", err)
+}
+
+// screen: terminal commands are parsed and classified (package screen).
+func (p *Pipeline) screen(ctx context.Context, s *state) *refusal {
+	if s.man.Category != armory.CatTerminal {
+		return nil
+	}
+	var a struct {
+		Command *string `json:"command"`
+	}
+	if json.Unmarshal(s.c.Args, &a) != nil || a.Command == nil {
+		s.stage("screen", "confirm", "a terminal tool without a command argument: not known safe")
+		s.terminal = access.TerminalDangerous
+		return nil
+	}
+	r := screen.Check(*a.Command)
+	switch r.Verdict {
+	case screen.Block:
+		s.stage("screen", "block", r.Reasons...)
+		return refuse(audit.StatusBlocked, armory.KindBlocked, "%s\nThis command is refused in every profile and cannot be approved. Do something else.", r.Message(*a.Command))
+	case screen.Confirm:
+		s.terminal = access.TerminalDangerous
+		s.stage("screen", "confirm", append([]string{"not known to be safe"}, r.Reasons...)...)
+	default:
+		s.terminal = access.TerminalSafe
+		s.stage("screen", "allow", "every command is known safe and read-only")
+	}
+	return nil
+}
+
+// patterns: veto patterns block; bias patterns raise the level.
+func (p *Pipeline) patterns(ctx context.Context, s *state) *refusal {
+	pats := p.h.World.Policy.Patterns
+	if len(pats) == 0 {
+		return nil
+	}
+	var reasons []string
+	for _, wp := range pats {
+		ap := access.Pattern{Name: wp.Name, Veto: wp.Kind == world.PatternVeto, Capabilities: wp.Capabilities, DangerAtLeast: wp.DangerAtLeast, Triggers: wp.Triggers, Explanation: wp.Explanation}
+		ok, why := ap.Match(s.man, s.argsLower)
+		if !ok {
+			continue
+		}
+		if ap.Veto {
+			msg := fmt.Sprintf("VETOED by pattern '%s': %s", ap.Name, ap.Explanation)
+			s.stage("patterns", "veto", msg+" ("+why+")")
+			return refuse(audit.StatusBlocked, armory.KindBlocked, "%s", msg)
+		}
+		s.bias = append(s.bias, ap.Name)
+		reasons = append(reasons, fmt.Sprintf("bias pattern %q matched (%s): %s", ap.Name, why, ap.Explanation))
+	}
+	if len(reasons) > 0 {
+		s.stage("patterns", "bias", reasons...)
+	} else {
+		s.stage("patterns", "ok", "no veto or bias pattern matched")
+	}
+	return nil
+}
+
+// permission: the effective level decides; deny refuses.
+func (p *Pipeline) permission(ctx context.Context, s *state) *refusal {
+	in := access.LevelInput{Tool: s.c.Tool, Manifest: s.man, Terminal: s.terminal, Bias: s.bias, WorldRules: rules(p.h.World.Policy.Permissions)}
+	if cfg := s.ag.Def.Config; cfg != nil {
+		in.AgentRules = rules(cfg.Policy.Permissions)
+		in.Profile = access.Profile(cfg.Policy.Profile)
+	}
+	lvl, reasons := access.EffectiveLevel(in)
+	s.level, s.hasLvl = lvl, true
+	s.stage("permission", lvl.String(), reasons...)
+	if lvl == armory.PermDeny {
+		return refuse(audit.StatusDenied, armory.KindDenied, "Denied: %s may not be used by this agent (%s). Do not retry; if the task needs it, say so to a human.", s.c.Tool, strings.Join(reasons, "; "))
+	}
+	return nil
+}
+
+func rules(rs []world.PermRule) []access.Rule {
+	out := make([]access.Rule, len(rs))
+	for i, r := range rs {
+		out[i] = access.Rule{Tool: r.Tool, Level: r.Level}
+	}
+	return out
+}
+
+// repeatTracker counts, per session, how many times in a row the same tool
+// was called with identical arguments. It is per process and bounded: it
+// forgets the oldest sessions past maxSessions.
+type repeatTracker struct {
+	mu    sync.Mutex
+	last  map[string]repeat
+	order []string
+}
+
+type repeat struct {
+	sum   [32]byte
+	count int
+}
+
+const maxRepeatSessions = 10_000
+
+func (r *repeatTracker) init() { r.last = map[string]repeat{} }
+
+// note records a call and returns how many times in a row it has now been made.
+func (r *repeatTracker) note(session string, sum [32]byte) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev, ok := r.last[session]
+	if !ok {
+		if len(r.order) >= maxRepeatSessions {
+			delete(r.last, r.order[0])
+			r.order = r.order[1:]
+		}
+		r.order = append(r.order, session)
+	}
+	if ok && prev.sum == sum {
+		prev.count++
+	} else {
+		prev = repeat{sum: sum, count: 1}
+	}
+	r.last[session] = prev
+	return prev.count
+}

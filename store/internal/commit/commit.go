@@ -1,0 +1,174 @@
+// Package commit is the group committer that store backends share: callers
+// queue audit records, one goroutine takes whatever is queued (up to a bound)
+// and writes it in one transaction, and each caller waits for its batch.
+package commit
+
+import (
+	"context"
+	"runtime"
+	"sync"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store/internal/auditrow"
+)
+
+// Entry is a queued record, normalized, with its stages already encoded
+// (auditrow.EncodeStages) in the caller's goroutine.
+type Entry struct {
+	Rec    *audit.Record
+	Stages string
+}
+
+// Flush writes entries, in order, in one transaction. It must chain their
+// records (audit.Record.Chain) after the head it reads inside that
+// transaction. On error nothing must be committed.
+type Flush func(entries []Entry) error
+
+// Defaults.
+const (
+	DefaultMaxBatch = 256
+	DefaultQueue    = 4096
+)
+
+// Batcher group-commits audit records. It is safe for concurrent use.
+type Batcher struct {
+	flush    Flush
+	maxBatch int
+	reqs     chan *request
+	mu       sync.RWMutex // held for reading while enqueueing; for writing by Close
+	closed   bool
+	done     chan struct{}
+	closeErr error
+}
+
+type request struct {
+	e    Entry // holds the batcher's own copy of the record
+	done chan error
+}
+
+var reqPool = sync.Pool{New: func() any { return &request{done: make(chan error, 1)} }}
+
+// New starts a Batcher. maxBatch bounds the records per transaction and
+// queue the records waiting (callers block beyond it); zero means the
+// default.
+func New(flush Flush, maxBatch, queue int) *Batcher {
+	if maxBatch <= 0 {
+		maxBatch = DefaultMaxBatch
+	}
+	if queue <= 0 {
+		queue = DefaultQueue
+	}
+	b := &Batcher{flush: flush, maxBatch: maxBatch, reqs: make(chan *request, queue), done: make(chan struct{})}
+	go b.loop()
+	return b
+}
+
+// Append queues a copy of rec (normalized in the caller's goroutine) and
+// waits until its batch is committed; on success rec receives the committed
+// form (Seq, PrevHash, Hash and normalized fields). If ctx ends first it
+// returns ctx.Err(), leaves rec alone, and the record may still be
+// committed. closedErr is returned after Close.
+func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error) error {
+	c := rec.Clone()
+	c.Normalize()
+	stages, err := auditrow.EncodeStages(c.Stages)
+	if err != nil {
+		return err
+	}
+	r := reqPool.Get().(*request)
+	r.e = Entry{Rec: c, Stages: stages}
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		reqPool.Put(r)
+		return closedErr
+	}
+	select {
+	case b.reqs <- r:
+		b.mu.RUnlock()
+	case <-ctx.Done():
+		b.mu.RUnlock()
+		reqPool.Put(r)
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		if err == nil {
+			*rec = *r.e.Rec
+		}
+		r.e = Entry{}
+		reqPool.Put(r)
+		return err
+	case <-ctx.Done():
+		// The committer still owns r and will send on r.done: leave r to
+		// the garbage collector instead of the pool.
+		return ctx.Err()
+	}
+}
+
+func (b *Batcher) loop() {
+	defer close(b.done)
+	batch := make([]*request, 0, b.maxBatch)
+	entries := make([]Entry, 0, b.maxBatch)
+	for {
+		r, ok := <-b.reqs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], r)
+		batch = b.gather(batch)
+		entries = entries[:0]
+		for _, r := range batch {
+			entries = append(entries, r.e)
+		}
+		err := b.flush(entries)
+		if err != nil && len(batch) > 1 {
+			// One bad record must not fail its neighbours: retry one by one.
+			for _, r := range batch {
+				r.done <- b.flush([]Entry{r.e})
+			}
+			continue
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+}
+
+// gather adds queued requests to batch, up to maxBatch. When the queue is
+// empty it yields the processor (runtime.Gosched) and looks again, for as
+// long as yielding brought new requests: callers woken by the previous
+// commit are runnable but may not have run yet, and letting them enqueue
+// first turns many tiny transactions into one. With no runnable callers a
+// yield returns at once, so a lone caller pays next to nothing.
+func (b *Batcher) gather(batch []*request) []*request {
+	for len(batch) < b.maxBatch {
+		select {
+		case r, ok := <-b.reqs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+			continue
+		default:
+		}
+		before := len(b.reqs)
+		runtime.Gosched()
+		if len(b.reqs) == before {
+			return batch
+		}
+	}
+	return batch
+}
+
+// Close stops accepting records, commits the ones already queued, and waits
+// for the committer to finish. It is idempotent.
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	if !b.closed {
+		b.closed = true
+		close(b.reqs)
+	}
+	b.mu.Unlock()
+	<-b.done
+}

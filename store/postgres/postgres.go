@@ -1,0 +1,844 @@
+// Package postgres is the store.Store for a shared PostgreSQL database
+// (pgx/v5), for deployments that run several Armory processes.
+//
+// The audit chain stays exact across processes because every group commit
+// locks the head row (SELECT … FOR UPDATE) before it reads the last hash,
+// and moves the head in the same transaction. Counters are one atomic
+// INSERT … ON CONFLICT DO UPDATE … WHERE … RETURNING. Decisions on approvals
+// are announced with NOTIFY on the channel "armory_approvals"; every Store
+// LISTENs on one dedicated connection and also polls, with a bounded backoff,
+// in case a notification is lost (a dropped listener connection).
+//
+// Durability is PostgreSQL's: with the default synchronous_commit=on, an
+// appended record is in the flushed WAL when AppendAudit returns. Tables are
+// created in the connection's current schema (set search_path in the DSN to
+// choose one).
+package postgres
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/internal/auditrow"
+	"github.com/armory-dev/armory/store/internal/commit"
+	"github.com/armory-dev/armory/store/internal/migrate"
+	"github.com/armory-dev/armory/store/internal/notify"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// NotifyChannel is the LISTEN/NOTIFY channel on which decided approval IDs
+// are announced.
+const NotifyChannel = "armory_approvals"
+
+// migrationLock is the advisory lock key that serializes migrations.
+const migrationLock = 0x61726d6f7279 // "armory"
+
+// Options tunes a Store. The zero value gives the defaults.
+type Options struct {
+	// MaxBatch bounds the audit records per group commit (default 256);
+	// Queue bounds the records waiting for one (default 4096).
+	MaxBatch, Queue int
+	// Now is the clock for approval, decision and session times (default
+	// time.Now).
+	Now func() time.Time
+	// PollMax bounds WaitApproval's fallback polling interval (default 2s).
+	PollMax time.Duration
+}
+
+// Store is a store.Store on a PostgreSQL database. It is safe for
+// concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	opts    Options
+	batch   *commit.Batcher
+	hub     notify.Hub
+	closing chan struct{}
+	cancel  context.CancelFunc // stops the listener
+	lwg     sync.WaitGroup
+	once    sync.Once
+	closeMu sync.RWMutex
+	closed  bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to dsn (a postgres:// URL or key=value string; runtime
+// parameters such as search_path are passed on) with default Options.
+func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
+
+// OpenWith connects to dsn, applies the embedded migrations that the
+// database lacks (serialized across processes by an advisory lock) and
+// starts listening for approval decisions.
+func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PollMax <= 0 {
+		opts.PollMax = 2 * time.Second
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	if cfg.MaxConns < 8 {
+		cfg.MaxConns = 8
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	s := &Store{pool: pool, opts: opts, closing: make(chan struct{})}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	conn, err := s.listen(ctx)
+	if err != nil {
+		cancel()
+		pool.Close()
+		return nil, err
+	}
+	s.lwg.Add(1)
+	go s.listenLoop(lctx, conn)
+	s.batch = commit.New(s.flush, opts.MaxBatch, opts.Queue)
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
+		return fmt.Errorf("postgres: migrate: lock: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	var have int
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	if have > len(ms) {
+		return fmt.Errorf("postgres: database schema version %d is newer than this program (%d)", have, len(ms))
+	}
+	for _, m := range ms[have:] {
+		if _, err := tx.Exec(ctx, m.SQL); err != nil {
+			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES ($1)`, m.Version); err != nil {
+			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return nil
+}
+
+// listen opens the dedicated listener connection.
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		conn.Close(ctx)
+		return nil, fmt.Errorf("postgres: listen: %w", err)
+	}
+	return conn, nil
+}
+
+// listenLoop wakes waiters on notifications and reconnects, with backoff,
+// when the connection drops (waking every waiter, since notifications may
+// have been missed).
+func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
+	defer s.lwg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		for conn != nil {
+			n, err := conn.WaitForNotification(ctx)
+			if err != nil {
+				conn.Close(context.Background())
+				conn = nil
+				if ctx.Err() != nil {
+					return
+				}
+				s.hub.NotifyAll()
+				break
+			}
+			backoff = 100 * time.Millisecond
+			s.hub.Notify(n.Payload)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+		c, err := s.listen(ctx)
+		if err == nil {
+			conn = c
+			s.hub.NotifyAll()
+		}
+	}
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		s.closeMu.Unlock()
+		close(s.closing)
+		s.batch.Close()
+		s.cancel()
+		s.lwg.Wait()
+		s.pool.Close()
+	})
+	return nil
+}
+
+func (s *Store) use() (func(), error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	return s.closeMu.RUnlock, nil
+}
+
+// ---- audit ----
+
+// AppendAudit implements store.Store.
+func (s *Store) AppendAudit(ctx context.Context, rec *audit.Record) error {
+	return s.batch.Append(ctx, rec, store.ErrClosed)
+}
+
+const insertAudit = `INSERT INTO audit_records (` + auditrow.Columns + `)
+	SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::text[],
+		$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
+		$16::bigint[], $17::text[], $18::text[], $19::text[])`
+
+// flush writes one group commit: lock and read the head, chain and insert
+// the records with one statement, move the head.
+func (s *Store) flush(recs []commit.Entry) error {
+	ctx := context.Background()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var head audit.Head
+	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
+		return fmt.Errorf("postgres: append audit: read head: %w", err)
+	}
+	n := len(recs)
+	var (
+		seq, timeUS, dur = make([]int64, n), make([]int64, n), make([]int64, n)
+		cols             [16][]string
+	)
+	for i := range cols {
+		cols[i] = make([]string, n)
+	}
+	for i, e := range recs {
+		rec, stages := e.Rec, e.Stages
+		head = rec.Chain(head)
+		seq[i], timeUS[i], dur[i] = rec.Seq, rec.Time.UnixMicro(), rec.DurationMS
+		for j, v := range [16]string{rec.ID, string(rec.Phase), rec.Agent, rec.Session, rec.Task, rec.Tool,
+			string(rec.Args), stages, rec.Permission, rec.ApprovalID, rec.DecidedBy, string(rec.Status),
+			rec.Result, rec.Justification, rec.PrevHash, rec.Hash} {
+			cols[j][i] = v
+		}
+	}
+	if _, err := tx.Exec(ctx, insertAudit, seq, cols[0], timeUS, cols[1], cols[2], cols[3], cols[4], cols[5],
+		cols[6], cols[7], cols[8], cols[9], cols[10], cols[11], cols[12], dur, cols[13], cols[14], cols[15]); err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, head.Seq, head.Hash); err != nil {
+		return fmt.Errorf("postgres: append audit: move head: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: append audit: commit: %w", err)
+	}
+	return nil
+}
+
+const selectAudit = `SELECT ` + auditrow.Columns + ` FROM audit_records`
+
+func scanAudit(row pgx.Row) (*audit.Record, error) {
+	var (
+		r             audit.Record
+		timeUS        int64
+		phase, status string
+		args, stages  string
+	)
+	if err := row.Scan(&r.Seq, &r.ID, &timeUS, &phase, &r.Agent, &r.Session, &r.Task, &r.Tool, &args, &stages,
+		&r.Permission, &r.ApprovalID, &r.DecidedBy, &status, &r.Result, &r.DurationMS, &r.Justification,
+		&r.PrevHash, &r.Hash); err != nil {
+		return nil, fmt.Errorf("postgres: read audit: %w", err)
+	}
+	r.Time = time.UnixMicro(timeUS).UTC()
+	r.Phase, r.Status, r.Args = audit.Phase(phase), audit.Status(status), json.RawMessage(args)
+	st, err := auditrow.DecodeStages(stages)
+	if err != nil {
+		return nil, err
+	}
+	r.Stages = st
+	return &r, nil
+}
+
+// ListAudit implements store.Store.
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*audit.Record, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
+	if f.Tool != "" {
+		add("tool = $%d", f.Tool)
+	}
+	if f.Session != "" {
+		add("session = $%d", f.Session)
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if f.CallID != "" {
+		add("id = $%d", f.CallID)
+	}
+	if !f.Since.IsZero() {
+		add("time_us >= $%d", f.Since.UnixMicro())
+	}
+	if f.AfterSeq > 0 {
+		add("seq > $%d", f.AfterSeq)
+	}
+	if f.BeforeSeq > 0 {
+		add("seq < $%d", f.BeforeSeq)
+	}
+	q := selectAudit
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.Oldest {
+		q += " ORDER BY seq ASC"
+	} else {
+		q += " ORDER BY seq DESC"
+	}
+	args = append(args, store.EffectiveLimit(f.Limit))
+	q += fmt.Sprintf(" LIMIT $%d", len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list audit: %w", err)
+	}
+	defer rows.Close()
+	var out []*audit.Record
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// snapshot runs fn in a read-only REPEATABLE READ transaction: one
+// consistent view of the database.
+func (s *Store) snapshot(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("postgres: read: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	return fn(tx)
+}
+
+func iterTx(ctx context.Context, tx pgx.Tx, fn func(*audit.Record) error) error {
+	rows, err := tx.Query(ctx, selectAudit+" ORDER BY seq ASC")
+	if err != nil {
+		return fmt.Errorf("postgres: iterate audit: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("postgres: iterate audit: %w", err)
+	}
+	return nil
+}
+
+func headTx(ctx context.Context, tx pgx.Tx) (audit.Head, error) {
+	var h audit.Head
+	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); err != nil {
+		return h, fmt.Errorf("postgres: read audit head: %w", err)
+	}
+	return h, nil
+}
+
+// IterAudit implements store.Store. Rows are streamed from the server.
+func (s *Store) IterAudit(ctx context.Context, fn func(*audit.Record) error) error {
+	return s.snapshot(ctx, func(tx pgx.Tx) error { return iterTx(ctx, tx, fn) })
+}
+
+// AuditHead implements store.Store.
+func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
+	var h audit.Head
+	err := s.snapshot(ctx, func(tx pgx.Tx) (err error) {
+		h, err = headTx(ctx, tx)
+		return err
+	})
+	return h, err
+}
+
+// VerifyAudit implements store.Store.
+func (s *Store) VerifyAudit(ctx context.Context) error {
+	return s.snapshot(ctx, func(tx pgx.Tx) error {
+		head, err := headTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		v := audit.NewVerifier(head)
+		if err := iterTx(ctx, tx, v.Add); err != nil {
+			return err
+		}
+		return v.End()
+	})
+}
+
+// ---- approvals ----
+
+// CreateApproval implements store.Store.
+func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	c := *a
+	if c.ID == "" {
+		c.ID = audit.NewID()
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = s.opts.Now()
+	}
+	c.CreatedAt = c.CreatedAt.UTC().Truncate(time.Microsecond)
+	if c.Status == "" {
+		c.Status = store.StatusPending
+	}
+	if !c.Status.Valid() {
+		return fmt.Errorf("postgres: create approval: %w: status %q", store.ErrInvalid, c.Status)
+	}
+	if c.Route == "" {
+		c.Route = store.RouteHuman
+	}
+	if len(c.Args) == 0 {
+		c.Args = json.RawMessage("null")
+	}
+	var result *string
+	if c.Result != nil {
+		r := string(c.Result)
+		result = &r
+	}
+	tag, err := s.pool.Exec(ctx, `INSERT INTO approvals
+		(id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by, decision_reason, decided_us, route, result)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT (id) DO NOTHING`,
+		c.ID, c.Agent, c.Session, c.Task, c.Tool, string(c.Args), c.ArgsHash, c.Reason, c.Level, c.CreatedAt.UnixMicro(),
+		string(c.Status), c.DecidedBy, c.DecisionReason, microsOrZero(c.DecidedAt), c.Route, result)
+	if err != nil {
+		return fmt.Errorf("postgres: create approval: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres: create approval %s: %w: id exists", c.ID, store.ErrConflict)
+	}
+	*a = c
+	return nil
+}
+
+func microsOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func timeOrZero(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+const selectApproval = `SELECT id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by,
+	decision_reason, decided_us, route, result FROM approvals`
+
+func scanApproval(row pgx.Row) (*store.Approval, error) {
+	var (
+		a                    store.Approval
+		args, status         string
+		createdUS, decidedUS int64
+		result               *string
+	)
+	if err := row.Scan(&a.ID, &a.Agent, &a.Session, &a.Task, &a.Tool, &args, &a.ArgsHash, &a.Reason, &a.Level, &createdUS,
+		&status, &a.DecidedBy, &a.DecisionReason, &decidedUS, &a.Route, &result); err != nil {
+		return nil, err
+	}
+	a.Args, a.Status = json.RawMessage(args), store.ApprovalStatus(status)
+	a.CreatedAt, a.DecidedAt = time.UnixMicro(createdUS).UTC(), timeOrZero(decidedUS)
+	if result != nil {
+		a.Result = json.RawMessage(*result)
+	}
+	return &a, nil
+}
+
+// GetApproval implements store.Store.
+func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	a, err := scanApproval(s.pool.QueryRow(ctx, selectApproval+` WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres: approval %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: get approval: %w", err)
+	}
+	return a, nil
+}
+
+// ListApprovals implements store.Store.
+func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, fmt.Sprintf(cond, len(args)))
+	}
+	if f.Status != "" {
+		add("status = $%d", string(f.Status))
+	}
+	if f.Agent != "" {
+		add("agent = $%d", f.Agent)
+	}
+	if f.Session != "" {
+		add("session = $%d", f.Session)
+	}
+	if f.Route != "" {
+		add("route = $%d", f.Route)
+	}
+	q := selectApproval
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, store.EffectiveLimit(f.Limit))
+	q += fmt.Sprintf(" ORDER BY created_us ASC, id ASC LIMIT $%d", len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list approvals: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// DecideApproval implements store.Store. The decision and its NOTIFY
+// commit together.
+func (s *Store) DecideApproval(ctx context.Context, id string, decision store.ApprovalStatus, by, reason string) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := store.CheckDecision(store.StatusPending, decision); err != nil {
+		return fmt.Errorf("postgres: decide approval %s: %w", id, err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: decide approval: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var current string
+	err = tx.QueryRow(ctx, `SELECT status FROM approvals WHERE id = $1 FOR UPDATE`, id).Scan(&current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: approval %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: decide approval: %w", err)
+	}
+	if err := store.CheckDecision(store.ApprovalStatus(current), decision); err != nil {
+		return fmt.Errorf("postgres: decide approval %s: %w", id, err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decision_reason = $3, decided_us = $4,
+		route = CASE WHEN $1::text = 'escalated' THEN 'human' ELSE route END WHERE id = $5`,
+		string(decision), by, reason, s.opts.Now().UnixMicro(), id); err != nil {
+		return fmt.Errorf("postgres: decide approval: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, id); err != nil {
+		return fmt.Errorf("postgres: decide approval: notify: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: decide approval: %w", err)
+	}
+	s.hub.Notify(id)
+	return nil
+}
+
+// SetApprovalResult implements store.Store.
+func (s *Store) SetApprovalResult(ctx context.Context, id string, result json.RawMessage) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: set approval result: %w", err)
+	}
+	defer tx.Rollback(ctx)
+	var (
+		status string
+		have   *string
+	)
+	err = tx.QueryRow(ctx, `SELECT status, result FROM approvals WHERE id = $1 FOR UPDATE`, id).Scan(&status, &have)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: approval %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: set approval result: %w", err)
+	}
+	if status != string(store.StatusApproved) || have != nil {
+		return fmt.Errorf("postgres: set approval result %s: %w: status %s, result stored: %v", id, store.ErrConflict, status, have != nil)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE approvals SET result = $1 WHERE id = $2`, string(result), id); err != nil {
+		return fmt.Errorf("postgres: set approval result: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("postgres: set approval result: %w", err)
+	}
+	return nil
+}
+
+// WaitApproval implements store.Store. It wakes on NOTIFY (from any
+// process) and also polls, with a backoff from 50ms up to Options.PollMax,
+// in case a notification is lost.
+func (s *Store) WaitApproval(ctx context.Context, id string) (*store.Approval, error) {
+	wake, cancel := s.hub.Subscribe(id)
+	defer cancel()
+	const minPoll = 50 * time.Millisecond
+	poll := minPoll
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		a, err := s.GetApproval(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if a.Status.Final() {
+			return a, nil
+		}
+		timer.Reset(poll)
+		select {
+		case <-wake:
+		case <-timer.C:
+			poll = min(poll*2, s.opts.PollMax)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closing:
+			return nil, store.ErrClosed
+		}
+	}
+}
+
+// ---- session counters ----
+
+// Acquire implements store.Store with one atomic upsert: concurrent upserts
+// of one counter serialize on its row, and the WHERE sees the latest value.
+func (s *Store) Acquire(ctx context.Context, session, counter string, n, max int64) (int64, bool, error) {
+	if n < 0 {
+		return 0, false, fmt.Errorf("postgres: acquire: %w: n = %d", store.ErrInvalid, n)
+	}
+	release, err := s.use()
+	if err != nil {
+		return 0, false, err
+	}
+	defer release()
+	var cur int64
+	err = s.pool.QueryRow(ctx, `INSERT INTO counters AS c (session, name, value)
+		SELECT $1::text, $2::text, $3::bigint WHERE $3::bigint <= COALESCE((SELECT max FROM limit_overrides WHERE session = $1 AND name = $2), $4::bigint)
+		ON CONFLICT (session, name) DO UPDATE SET value = c.value + EXCLUDED.value
+		WHERE c.value + EXCLUDED.value <= COALESCE((SELECT max FROM limit_overrides WHERE session = $1 AND name = $2), $4::bigint)
+		RETURNING value`, session, counter, n, max).Scan(&cur)
+	if err == nil {
+		return cur, true, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("postgres: acquire: %w", err)
+	}
+	err = s.pool.QueryRow(ctx, `SELECT value FROM counters WHERE session = $1 AND name = $2`, session, counter).Scan(&cur)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("postgres: acquire: %w", err)
+	}
+	return cur, false, nil
+}
+
+func (s *Store) readMap(ctx context.Context, q, session string) (map[string]int64, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	rows, err := s.pool.Query(ctx, q, session)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	defer rows.Close()
+	m := map[string]int64{}
+	for rows.Next() {
+		var (
+			k string
+			v int64
+		)
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		m[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return m, nil
+}
+
+// Counters implements store.Store.
+func (s *Store) Counters(ctx context.Context, session string) (map[string]int64, error) {
+	return s.readMap(ctx, `SELECT name, value FROM counters WHERE session = $1`, session)
+}
+
+// LimitOverrides implements store.Store.
+func (s *Store) LimitOverrides(ctx context.Context, session string) (map[string]int64, error) {
+	return s.readMap(ctx, `SELECT name, max FROM limit_overrides WHERE session = $1`, session)
+}
+
+// SetLimitOverride implements store.Store.
+func (s *Store) SetLimitOverride(ctx context.Context, session, counter string, max int64) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if max < 0 {
+		_, err = s.pool.Exec(ctx, `DELETE FROM limit_overrides WHERE session = $1 AND name = $2`, session, counter)
+	} else {
+		_, err = s.pool.Exec(ctx, `INSERT INTO limit_overrides (session, name, max) VALUES ($1, $2, $3)
+			ON CONFLICT (session, name) DO UPDATE SET max = EXCLUDED.max`, session, counter, max)
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: set limit override: %w", err)
+	}
+	return nil
+}
+
+// ResetSession implements store.Store.
+func (s *Store) ResetSession(ctx context.Context, session string) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM counters WHERE session = $1`, session); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, session)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: reset session: %w", err)
+	}
+	return nil
+}
+
+// SessionStart implements store.Store.
+func (s *Store) SessionStart(ctx context.Context, session string) (time.Time, error) {
+	release, err := s.use()
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer release()
+	var us int64
+	err = s.pool.QueryRow(ctx, `INSERT INTO sessions (id, started_us) VALUES ($1, $2)
+		ON CONFLICT (id) DO UPDATE SET id = EXCLUDED.id RETURNING started_us`,
+		session, s.opts.Now().UnixMicro()).Scan(&us)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("postgres: session start: %w", err)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}

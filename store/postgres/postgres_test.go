@@ -1,0 +1,182 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/postgres"
+	"github.com/armory-dev/armory/store/storetest"
+)
+
+// baseDSN returns the test server's DSN, or skips (locally) / fails (CI).
+func baseDSN(t testing.TB) string {
+	dsn := os.Getenv("ARMORY_TEST_POSTGRES")
+	if dsn == "" {
+		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES; see .ci/run")
+	}
+	return dsn
+}
+
+// freshSchema creates a schema with a random name, drops it when t ends, and
+// returns a DSN whose connections use it (search_path).
+func freshSchema(t testing.TB) string {
+	base := baseDSN(t)
+	ctx := context.Background()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "armory_test_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect %s: %v", base, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return withSearchPath(t, base, schema)
+}
+
+func withSearchPath(t testing.TB, dsn, schema string) string {
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " search_path=" + schema
+}
+
+func opener() (storetest.Opener, func(t *testing.T) string) {
+	var (
+		mu   sync.Mutex
+		dsns = map[*testing.T]string{}
+	)
+	dsnFor := func(t *testing.T) string {
+		mu.Lock()
+		defer mu.Unlock()
+		d, ok := dsns[t]
+		if !ok {
+			d = freshSchema(t)
+			dsns[t] = d
+		}
+		return d
+	}
+	open := func(t *testing.T) store.Store {
+		s, err := postgres.Open(context.Background(), dsnFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	return open, dsnFor
+}
+
+func TestConformance(t *testing.T) {
+	baseDSN(t)
+	open, _ := opener()
+	storetest.Run(t, open)
+}
+
+func TestTamper(t *testing.T) {
+	baseDSN(t)
+	open, dsnFor := opener()
+	storetest.Tamper(t, open, func(t *testing.T, query string) {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dsnFor(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, query); err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+	})
+}
+
+func openDSN(dsn string) (store.Store, error) { return postgres.Open(context.Background(), dsn) }
+
+func TestHelperProcess(t *testing.T) { storetest.HelperProcess(t, openDSN) }
+
+func TestCrossProcess(t *testing.T) {
+	storetest.CrossProcess(t, freshSchema(t), openDSN)
+}
+
+// TestListenerReconnects kills the Store's LISTEN connection from the
+// server side; a decision made afterwards must still wake the waiter.
+func TestListenerReconnects(t *testing.T) {
+	dsn := freshSchema(t)
+	ctx := context.Background()
+	waiter, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	decider, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decider.Close()
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	a := &store.Approval{Agent: "alice", Tool: "git.push", Reason: "test"}
+	if err := waiter.CreateApproval(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		got, err := waiter.WaitApproval(ctx, a.ID)
+		if err == nil && got.Status != store.StatusApproved {
+			err = store.ErrConflict
+		}
+		done <- err
+	}()
+	// Terminate every listener connection of this database.
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE pid <> pg_backend_pid() AND query ILIKE 'LISTEN %'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := decider.DecideApproval(ctx, a.ID, store.StatusApproved, "boss", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkAppendAudit(b *testing.B) {
+	s, err := postgres.Open(context.Background(), freshSchema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchmarkAppend(b, s)
+}

@@ -1,0 +1,864 @@
+// Package sqlite is the embedded store.Store: one SQLite file (pure Go,
+// modernc.org/sqlite) in WAL mode, shared safely by several processes.
+//
+// Writes go through one writer connection (audit group commits, approvals,
+// counters) and reads through a small pool of read-only connections, which
+// WAL lets run alongside the writer. Every write transaction is BEGIN
+// IMMEDIATE, so a process takes the file's write lock before it reads the
+// audit head: the chain stays exact across processes. Waiting for the lock
+// is bounded by the busy timeout.
+//
+// Durability: with the default Synchronous "FULL", a commit is fsynced to
+// the WAL before AppendAudit returns, so an acknowledged record survives a
+// power loss. With "NORMAL" (WAL mode), commits survive a crash of the
+// process but the last ones may roll back after an OS crash or power loss;
+// the database stays consistent either way. Group commit makes either cost
+// one fsync per batch, not per record.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/internal/auditrow"
+	"github.com/armory-dev/armory/store/internal/commit"
+	"github.com/armory-dev/armory/store/internal/migrate"
+	"github.com/armory-dev/armory/store/internal/notify"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Options tunes a Store. The zero value gives the defaults.
+type Options struct {
+	// Synchronous is SQLite's synchronous setting: "FULL" (default) or
+	// "NORMAL" (see the package documentation for what each guarantees).
+	Synchronous string
+	// BusyTimeout bounds how long a write waits for another process's
+	// write lock (default 10s).
+	BusyTimeout time.Duration
+	// MaxBatch bounds the audit records per group commit (default 256);
+	// Queue bounds the records waiting for one (default 4096).
+	MaxBatch, Queue int
+	// Readers is the size of the read connection pool (default 4).
+	Readers int
+	// Now is the clock for approval, decision and session times (default
+	// time.Now).
+	Now func() time.Time
+	// PollMax bounds the backoff of WaitApproval's polling for decisions
+	// made by other processes (default 500ms). Decisions made through this
+	// Store wake waiters at once.
+	PollMax time.Duration
+}
+
+// Store is a store.Store on one SQLite file. It is safe for concurrent use.
+type Store struct {
+	w, r    *sql.DB
+	opts    Options
+	batch   *commit.Batcher
+	hub     notify.Hub
+	closing chan struct{}
+	once    sync.Once
+	closeMu sync.RWMutex
+	closed  bool
+
+	insert   map[int]*sql.Stmt // multi-row audit inserts by row count
+	readHead *sql.Stmt
+	moveHead *sql.Stmt
+}
+
+var _ store.Store = (*Store)(nil)
+
+// insertSizes are the row counts of the prepared audit inserts; a batch is
+// written greedily with the largest that fit.
+var insertSizes = []int{64, 16, 4, 1}
+
+// Open opens (creating it and its parent directories when needed) the
+// database at path with default Options.
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// OpenWith opens the database at path. It applies the embedded migrations
+// that the file lacks (serialized across processes by the write lock).
+func OpenWith(path string, opts Options) (*Store, error) {
+	if opts.Synchronous == "" {
+		opts.Synchronous = "FULL"
+	}
+	opts.Synchronous = strings.ToUpper(opts.Synchronous)
+	if opts.Synchronous != "FULL" && opts.Synchronous != "NORMAL" {
+		return nil, fmt.Errorf("sqlite: open: %w: synchronous must be FULL or NORMAL", store.ErrInvalid)
+	}
+	if opts.BusyTimeout <= 0 {
+		opts.BusyTimeout = 10 * time.Second
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = 4
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.PollMax <= 0 {
+		opts.PollMax = 500 * time.Millisecond
+	}
+	if strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("sqlite: open %q: %w: path must not contain ? or #", path, store.ErrInvalid)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+opts.Synchronous+")")
+	q.Add("_pragma", "temp_store(MEMORY)")
+	q.Add("_txlock", "immediate")
+	w, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	s := &Store{w: w, opts: opts, closing: make(chan struct{}), insert: map[int]*sql.Stmt{}}
+	if err := s.migrate(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	rq := url.Values{}
+	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
+	rq.Add("_pragma", "query_only(1)")
+	r, err := sql.Open("sqlite", path+"?"+rq.Encode())
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	r.SetMaxOpenConns(opts.Readers)
+	r.SetMaxIdleConns(opts.Readers)
+	s.r = r
+	for _, n := range insertSizes {
+		st, err := w.Prepare(insertSQL(n))
+		if err != nil {
+			s.closeDBs()
+			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
+		s.insert[n] = st
+	}
+	if s.readHead, err = w.Prepare(`SELECT seq, hash FROM audit_head WHERE id = 1`); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	if s.moveHead, err = w.Prepare(`UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	s.batch = commit.New(s.flush, opts.MaxBatch, opts.Queue)
+	return s, nil
+}
+
+func insertSQL(rows int) string {
+	var b strings.Builder
+	// OR ROLLBACK: a failing insert ends the whole transaction (the batch
+	// is retried record by record), so SQLite needs no statement journal.
+	b.WriteString("INSERT OR ROLLBACK INTO audit_records (" + auditrow.Columns + ") VALUES ")
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", auditrow.NumColumns), ",") + ")"
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(row)
+	}
+	return b.String()
+}
+
+func (s *Store) migrate() error {
+	ms, err := migrate.Load(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one migrator at a time
+	if err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_us INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	var have int
+	if err := tx.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	if have > len(ms) {
+		return fmt.Errorf("sqlite: database schema version %d is newer than this program (%d)", have, len(ms))
+	}
+	for _, m := range ms[have:] {
+		if _, err := tx.Exec(m.SQL); err != nil {
+			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
+		}
+		if _, err := tx.Exec(`INSERT INTO schema_version (version, applied_us) VALUES (?, ?)`, m.Version, time.Now().UnixMicro()); err != nil {
+			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	var err error
+	s.once.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		s.closeMu.Unlock()
+		close(s.closing)
+		s.batch.Close()
+		err = s.closeDBs()
+	})
+	return err
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	for _, st := range s.insert {
+		errs = append(errs, st.Close())
+	}
+	for _, st := range []*sql.Stmt{s.readHead, s.moveHead} {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	errs = append(errs, s.w.Close())
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// use guards an operation against a concurrent Close: it returns a release
+// function, or ErrClosed.
+func (s *Store) use() (func(), error) {
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	return s.closeMu.RUnlock, nil
+}
+
+// ---- audit ----
+
+// AppendAudit implements store.Store.
+func (s *Store) AppendAudit(ctx context.Context, rec *audit.Record) error {
+	return s.batch.Append(ctx, rec, store.ErrClosed)
+}
+
+// flush writes one group commit: read the head inside the write
+// transaction, chain and insert the records, move the head.
+func (s *Store) flush(recs []commit.Entry) error {
+	ctx := context.Background()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	defer tx.Rollback()
+	var head audit.Head
+	if err := tx.StmtContext(ctx, s.readHead).QueryRowContext(ctx).Scan(&head.Seq, &head.Hash); err != nil {
+		return fmt.Errorf("sqlite: append audit: read head: %w", err)
+	}
+	args := make([]any, 0, 64*auditrow.NumColumns)
+	for rest := recs; len(rest) > 0; {
+		n := 1
+		for _, size := range insertSizes {
+			if size <= len(rest) {
+				n = size
+				break
+			}
+		}
+		args = args[:0]
+		for _, e := range rest[:n] {
+			rec := e.Rec
+			head = rec.Chain(head)
+			args = append(args, rec.Seq, rec.ID, rec.Time.UnixMicro(), string(rec.Phase), rec.Agent, rec.Session,
+				rec.Task, rec.Tool, string(rec.Args), e.Stages, rec.Permission, rec.ApprovalID, rec.DecidedBy,
+				string(rec.Status), rec.Result, rec.DurationMS, rec.Justification, rec.PrevHash, rec.Hash)
+		}
+		if _, err := tx.StmtContext(ctx, s.insert[n]).ExecContext(ctx, args...); err != nil {
+			return fmt.Errorf("sqlite: append audit: %w", err)
+		}
+		rest = rest[n:]
+	}
+	if _, err := tx.StmtContext(ctx, s.moveHead).ExecContext(ctx, head.Seq, head.Hash); err != nil {
+		return fmt.Errorf("sqlite: append audit: move head: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: append audit: commit: %w", err)
+	}
+	return nil
+}
+
+const selectAudit = `SELECT ` + auditrow.Columns + ` FROM audit_records`
+
+func scanAudit(row interface{ Scan(...any) error }) (*audit.Record, error) {
+	var (
+		r             audit.Record
+		timeUS        int64
+		phase, status string
+		args, stages  string
+	)
+	if err := row.Scan(&r.Seq, &r.ID, &timeUS, &phase, &r.Agent, &r.Session, &r.Task, &r.Tool, &args, &stages,
+		&r.Permission, &r.ApprovalID, &r.DecidedBy, &status, &r.Result, &r.DurationMS, &r.Justification,
+		&r.PrevHash, &r.Hash); err != nil {
+		return nil, fmt.Errorf("sqlite: read audit: %w", err)
+	}
+	r.Time = time.UnixMicro(timeUS).UTC()
+	r.Phase, r.Status, r.Args = audit.Phase(phase), audit.Status(status), json.RawMessage(args)
+	st, err := auditrow.DecodeStages(stages)
+	if err != nil {
+		return nil, err
+	}
+	r.Stages = st
+	return &r, nil
+}
+
+// ListAudit implements store.Store.
+func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*audit.Record, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.Agent != "" {
+		add("agent = ?", f.Agent)
+	}
+	if f.Tool != "" {
+		add("tool = ?", f.Tool)
+	}
+	if f.Session != "" {
+		add("session = ?", f.Session)
+	}
+	if f.Status != "" {
+		add("status = ?", string(f.Status))
+	}
+	if f.CallID != "" {
+		add("id = ?", f.CallID)
+	}
+	if !f.Since.IsZero() {
+		add("time_us >= ?", f.Since.UnixMicro())
+	}
+	if f.AfterSeq > 0 {
+		add("seq > ?", f.AfterSeq)
+	}
+	if f.BeforeSeq > 0 {
+		add("seq < ?", f.BeforeSeq)
+	}
+	q := selectAudit
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.Oldest {
+		q += " ORDER BY seq ASC"
+	} else {
+		q += " ORDER BY seq DESC"
+	}
+	q += " LIMIT ?"
+	args = append(args, store.EffectiveLimit(f.Limit))
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	defer rows.Close()
+	var out []*audit.Record
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list audit: %w", err)
+	}
+	return out, nil
+}
+
+// snapshot runs fn in a read transaction: one consistent view of the file.
+func (s *Store) snapshot(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("sqlite: read: %w", err)
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+func iterTx(ctx context.Context, tx *sql.Tx, fn func(*audit.Record) error) error {
+	rows, err := tx.QueryContext(ctx, selectAudit+" ORDER BY seq ASC")
+	if err != nil {
+		return fmt.Errorf("sqlite: iterate audit: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, err := scanAudit(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("sqlite: iterate audit: %w", err)
+	}
+	return nil
+}
+
+func headTx(ctx context.Context, tx *sql.Tx) (audit.Head, error) {
+	var h audit.Head
+	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); err != nil {
+		return h, fmt.Errorf("sqlite: read audit head: %w", err)
+	}
+	return h, nil
+}
+
+// IterAudit implements store.Store.
+func (s *Store) IterAudit(ctx context.Context, fn func(*audit.Record) error) error {
+	return s.snapshot(ctx, func(tx *sql.Tx) error { return iterTx(ctx, tx, fn) })
+}
+
+// AuditHead implements store.Store.
+func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
+	var h audit.Head
+	err := s.snapshot(ctx, func(tx *sql.Tx) (err error) {
+		h, err = headTx(ctx, tx)
+		return err
+	})
+	return h, err
+}
+
+// VerifyAudit implements store.Store.
+func (s *Store) VerifyAudit(ctx context.Context) error {
+	return s.snapshot(ctx, func(tx *sql.Tx) error {
+		head, err := headTx(ctx, tx)
+		if err != nil {
+			return err
+		}
+		v := audit.NewVerifier(head)
+		if err := iterTx(ctx, tx, v.Add); err != nil {
+			return err
+		}
+		return v.End()
+	})
+}
+
+// ---- approvals ----
+
+// CreateApproval implements store.Store.
+func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	c := *a
+	if c.ID == "" {
+		c.ID = audit.NewID()
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = s.opts.Now()
+	}
+	c.CreatedAt = c.CreatedAt.UTC().Truncate(time.Microsecond)
+	if c.Status == "" {
+		c.Status = store.StatusPending
+	}
+	if !c.Status.Valid() {
+		return fmt.Errorf("sqlite: create approval: %w: status %q", store.ErrInvalid, c.Status)
+	}
+	if c.Route == "" {
+		c.Route = store.RouteHuman
+	}
+	if len(c.Args) == 0 {
+		c.Args = json.RawMessage("null")
+	}
+	var result any
+	if c.Result != nil {
+		result = string(c.Result)
+	}
+	res, err := s.w.ExecContext(ctx, `INSERT INTO approvals
+		(id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by, decision_reason, decided_us, route, result)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+		c.ID, c.Agent, c.Session, c.Task, c.Tool, string(c.Args), c.ArgsHash, c.Reason, c.Level, c.CreatedAt.UnixMicro(),
+		string(c.Status), c.DecidedBy, c.DecisionReason, microsOrZero(c.DecidedAt), c.Route, result)
+	if err != nil {
+		return fmt.Errorf("sqlite: create approval: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sqlite: create approval %s: %w: id exists", c.ID, store.ErrConflict)
+	}
+	*a = c
+	return nil
+}
+
+func microsOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func timeOrZero(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+const selectApproval = `SELECT id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by,
+	decision_reason, decided_us, route, result FROM approvals`
+
+func scanApproval(row interface{ Scan(...any) error }) (*store.Approval, error) {
+	var (
+		a                    store.Approval
+		args, status         string
+		createdUS, decidedUS int64
+		result               sql.NullString
+	)
+	if err := row.Scan(&a.ID, &a.Agent, &a.Session, &a.Task, &a.Tool, &args, &a.ArgsHash, &a.Reason, &a.Level, &createdUS,
+		&status, &a.DecidedBy, &a.DecisionReason, &decidedUS, &a.Route, &result); err != nil {
+		return nil, err
+	}
+	a.Args, a.Status = json.RawMessage(args), store.ApprovalStatus(status)
+	a.CreatedAt, a.DecidedAt = time.UnixMicro(createdUS).UTC(), timeOrZero(decidedUS)
+	if result.Valid {
+		a.Result = json.RawMessage(result.String)
+	}
+	return &a, nil
+}
+
+// GetApproval implements store.Store.
+func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	a, err := scanApproval(s.r.QueryRowContext(ctx, selectApproval+` WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: approval %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get approval: %w", err)
+	}
+	return a, nil
+}
+
+// ListApprovals implements store.Store.
+func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var (
+		where []string
+		args  []any
+	)
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.Status != "" {
+		add("status = ?", string(f.Status))
+	}
+	if f.Agent != "" {
+		add("agent = ?", f.Agent)
+	}
+	if f.Session != "" {
+		add("session = ?", f.Session)
+	}
+	if f.Route != "" {
+		add("route = ?", f.Route)
+	}
+	q := selectApproval
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY created_us ASC, id ASC LIMIT ?"
+	args = append(args, store.EffectiveLimit(f.Limit))
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list approvals: %w", err)
+	}
+	defer rows.Close()
+	var out []*store.Approval
+	for rows.Next() {
+		a, err := scanApproval(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list approvals: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list approvals: %w", err)
+	}
+	return out, nil
+}
+
+// DecideApproval implements store.Store.
+func (s *Store) DecideApproval(ctx context.Context, id string, decision store.ApprovalStatus, by, reason string) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := store.CheckDecision(store.StatusPending, decision); err != nil {
+		return fmt.Errorf("sqlite: decide approval %s: %w", id, err)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: decide approval: %w", err)
+	}
+	defer tx.Rollback()
+	var current string
+	err = tx.QueryRowContext(ctx, `SELECT status FROM approvals WHERE id = ?`, id).Scan(&current)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite: approval %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: decide approval: %w", err)
+	}
+	if err := store.CheckDecision(store.ApprovalStatus(current), decision); err != nil {
+		return fmt.Errorf("sqlite: decide approval %s: %w", id, err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, decided_us = ?,
+		route = CASE WHEN ? = 'escalated' THEN 'human' ELSE route END WHERE id = ?`,
+		string(decision), by, reason, s.opts.Now().UnixMicro(), string(decision), id); err != nil {
+		return fmt.Errorf("sqlite: decide approval: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: decide approval: %w", err)
+	}
+	s.hub.Notify(id)
+	return nil
+}
+
+// SetApprovalResult implements store.Store.
+func (s *Store) SetApprovalResult(ctx context.Context, id string, result json.RawMessage) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: set approval result: %w", err)
+	}
+	defer tx.Rollback()
+	var (
+		status string
+		have   sql.NullString
+	)
+	err = tx.QueryRowContext(ctx, `SELECT status, result FROM approvals WHERE id = ?`, id).Scan(&status, &have)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("sqlite: approval %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: set approval result: %w", err)
+	}
+	if status != string(store.StatusApproved) || have.Valid {
+		return fmt.Errorf("sqlite: set approval result %s: %w: status %s, result stored: %v", id, store.ErrConflict, status, have.Valid)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET result = ? WHERE id = ?`, string(result), id); err != nil {
+		return fmt.Errorf("sqlite: set approval result: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: set approval result: %w", err)
+	}
+	return nil
+}
+
+// WaitApproval implements store.Store. Decisions through this Store wake it
+// at once; decisions by other processes are seen by polling, with a backoff
+// from 5ms up to Options.PollMax.
+func (s *Store) WaitApproval(ctx context.Context, id string) (*store.Approval, error) {
+	wake, cancel := s.hub.Subscribe(id)
+	defer cancel()
+	const minPoll = 5 * time.Millisecond
+	poll := minPoll
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
+	for {
+		a, err := s.GetApproval(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if a.Status.Final() {
+			return a, nil
+		}
+		timer.Reset(poll)
+		select {
+		case <-wake:
+			poll = minPoll
+		case <-timer.C:
+			poll = min(poll*2, s.opts.PollMax)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.closing:
+			return nil, store.ErrClosed
+		}
+	}
+}
+
+// ---- session counters ----
+
+// Acquire implements store.Store with one atomic upsert.
+func (s *Store) Acquire(ctx context.Context, session, counter string, n, max int64) (int64, bool, error) {
+	if n < 0 {
+		return 0, false, fmt.Errorf("sqlite: acquire: %w: n = %d", store.ErrInvalid, n)
+	}
+	release, err := s.use()
+	if err != nil {
+		return 0, false, err
+	}
+	defer release()
+	var cur int64
+	err = s.w.QueryRowContext(ctx, `INSERT INTO counters (session, name, value)
+		SELECT ?1, ?2, ?3 WHERE ?3 <= COALESCE((SELECT max FROM limit_overrides WHERE session = ?1 AND name = ?2), ?4)
+		ON CONFLICT (session, name) DO UPDATE SET value = value + excluded.value
+		WHERE value + excluded.value <= COALESCE((SELECT max FROM limit_overrides WHERE session = ?1 AND name = ?2), ?4)
+		RETURNING value`, session, counter, n, max).Scan(&cur)
+	if err == nil {
+		return cur, true, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("sqlite: acquire: %w", err)
+	}
+	err = s.r.QueryRowContext(ctx, `SELECT value FROM counters WHERE session = ? AND name = ?`, session, counter).Scan(&cur)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("sqlite: acquire: %w", err)
+	}
+	return cur, false, nil
+}
+
+func (s *Store) readMap(ctx context.Context, q, session string) (map[string]int64, error) {
+	release, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	rows, err := s.r.QueryContext(ctx, q, session)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	defer rows.Close()
+	m := map[string]int64{}
+	for rows.Next() {
+		var (
+			k string
+			v int64
+		)
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
+		m[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	return m, nil
+}
+
+// Counters implements store.Store.
+func (s *Store) Counters(ctx context.Context, session string) (map[string]int64, error) {
+	return s.readMap(ctx, `SELECT name, value FROM counters WHERE session = ?`, session)
+}
+
+// LimitOverrides implements store.Store.
+func (s *Store) LimitOverrides(ctx context.Context, session string) (map[string]int64, error) {
+	return s.readMap(ctx, `SELECT name, max FROM limit_overrides WHERE session = ?`, session)
+}
+
+// SetLimitOverride implements store.Store.
+func (s *Store) SetLimitOverride(ctx context.Context, session, counter string, max int64) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	if max < 0 {
+		_, err = s.w.ExecContext(ctx, `DELETE FROM limit_overrides WHERE session = ? AND name = ?`, session, counter)
+	} else {
+		_, err = s.w.ExecContext(ctx, `INSERT INTO limit_overrides (session, name, max) VALUES (?, ?, ?)
+			ON CONFLICT (session, name) DO UPDATE SET max = excluded.max`, session, counter, max)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: set limit override: %w", err)
+	}
+	return nil
+}
+
+// ResetSession implements store.Store.
+func (s *Store) ResetSession(ctx context.Context, session string) error {
+	release, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("sqlite: reset session: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE session = ?`, session); err != nil {
+		return fmt.Errorf("sqlite: reset session: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, session); err != nil {
+		return fmt.Errorf("sqlite: reset session: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite: reset session: %w", err)
+	}
+	return nil
+}
+
+// SessionStart implements store.Store.
+func (s *Store) SessionStart(ctx context.Context, session string) (time.Time, error) {
+	release, err := s.use()
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer release()
+	var us int64
+	err = s.w.QueryRowContext(ctx, `INSERT INTO sessions (id, started_us) VALUES (?, ?)
+		ON CONFLICT (id) DO UPDATE SET id = excluded.id RETURNING started_us`,
+		session, s.opts.Now().UnixMicro()).Scan(&us)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqlite: session start: %w", err)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}

@@ -1,0 +1,246 @@
+// Package store declares the persistence Armory's guarded pipeline needs:
+// the audit trail (hash-chained, group-committed), the approval queue, and
+// per-session counters for safety caps. Backends live in sub-packages
+// (sqlite, the embedded default; postgres) and all pass one conformance
+// suite (storetest).
+//
+// Every Store is safe for concurrent use by many goroutines, and several
+// Stores (in one process or in several) may share one database: the audit
+// chain stays exact, counters stay exact, and a decision made through one
+// Store wakes WaitApproval in another.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/armory-dev/armory/audit"
+)
+
+// Sentinel errors. Backends wrap them with context; test with errors.Is.
+var (
+	// ErrNotFound: no approval with that ID.
+	ErrNotFound = errors.New("store: not found")
+	// ErrConflict: the state does not allow the change (an approval already
+	// decided, an approval ID reused, a result already stored).
+	ErrConflict = errors.New("store: conflict")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("store: closed")
+	// ErrInvalid: a bad argument (unknown decision, negative amount, …).
+	ErrInvalid = errors.New("store: invalid argument")
+)
+
+// Store is the persistence of the guarded pipeline.
+type Store interface {
+	// AppendAudit appends rec to the audit trail. It normalizes rec and
+	// assigns its Seq, PrevHash and Hash (see audit.Record.Seal) atomically
+	// with respect to every other appender, in this process or another one
+	// sharing the database; when it returns nil the record is durable (see
+	// the backend for what durable means). Concurrent calls are group
+	// committed: they share one transaction. If ctx ends first AppendAudit
+	// returns ctx.Err() and rec is left unchanged, but the record may still
+	// be committed. Errors: ErrClosed, or the database error of the batch.
+	AppendAudit(ctx context.Context, rec *audit.Record) error
+	// ListAudit returns the records that match f, newest (highest Seq)
+	// first unless f.Oldest is set.
+	ListAudit(ctx context.Context, f AuditFilter) ([]*audit.Record, error)
+	// IterAudit calls fn for every record in Seq order from Seq 1, streaming
+	// from one consistent snapshot. It stops at the first error fn returns
+	// and returns it.
+	IterAudit(ctx context.Context, fn func(*audit.Record) error) error
+	// AuditHead returns the head of the trail (last Seq and Hash), kept in
+	// the database alongside the records.
+	AuditHead(ctx context.Context) (audit.Head, error)
+	// VerifyAudit verifies the whole trail (audit.Verify) against the
+	// stored head, from one consistent snapshot. It returns nil or a
+	// *audit.ChainError naming the first broken seq, or a database error.
+	VerifyAudit(ctx context.Context) error
+
+	// CreateApproval stores a new approval. An empty ID gets a fresh one, a
+	// zero CreatedAt the current time, an empty Status StatusPending and an
+	// empty Route "human"; a is updated accordingly. Errors: ErrConflict
+	// when the ID exists, ErrInvalid for a bad status.
+	CreateApproval(ctx context.Context, a *Approval) error
+	// GetApproval returns the approval with id, or ErrNotFound.
+	GetApproval(ctx context.Context, id string) (*Approval, error)
+	// ListApprovals returns the approvals that match f, oldest first (queue
+	// order).
+	ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approval, error)
+	// DecideApproval records a decision (approved, denied, escalated or
+	// expired) by by, for reason. It is allowed only from pending, or from
+	// escalated to a final decision; escalating also sets Route to "human".
+	// Errors: ErrNotFound; ErrConflict when the approval was already decided
+	// (a second decision loses, whichever process makes it); ErrInvalid for
+	// another decision value.
+	DecideApproval(ctx context.Context, id string, decision ApprovalStatus, by, reason string) error
+	// SetApprovalResult stores the result of the call an approval allowed,
+	// so that a resumed call returns it instead of running twice. It is
+	// allowed once, on an approved approval. Errors: ErrNotFound;
+	// ErrConflict when not approved or a result is already stored.
+	SetApprovalResult(ctx context.Context, id string, result json.RawMessage) error
+	// WaitApproval blocks until the approval is final (approved, denied or
+	// expired) and returns it. Escalation does not end the wait. It notices
+	// decisions made by other Stores and other processes. Errors:
+	// ErrNotFound, ctx.Err(), ErrClosed.
+	WaitApproval(ctx context.Context, id string) (*Approval, error)
+
+	// Acquire adds n (≥ 0) to the session's counter iff the result stays
+	// ≤ the limit, atomically with respect to every other Store on the
+	// database. The limit is the session's override for counter when one is
+	// set (SetLimitOverride), else max. It returns the counter's value after
+	// the call and whether n was added. Errors: ErrInvalid for n < 0.
+	Acquire(ctx context.Context, session, counter string, n, max int64) (current int64, ok bool, err error)
+	// Counters returns the session's counters (empty map when none).
+	Counters(ctx context.Context, session string) (map[string]int64, error)
+	// SetLimitOverride sets the session's limit for counter (used by
+	// `armory session extend`); max < 0 removes the override.
+	SetLimitOverride(ctx context.Context, session, counter string, max int64) error
+	// LimitOverrides returns the session's overrides (empty map when none).
+	LimitOverrides(ctx context.Context, session string) (map[string]int64, error)
+	// ResetSession zeroes the session's counters and forgets its start time
+	// (the next SessionStart starts it anew). Limit overrides are kept.
+	ResetSession(ctx context.Context, session string) error
+	// SessionStart returns when the session started, recording now on first
+	// use (the first caller wins across processes).
+	SessionStart(ctx context.Context, session string) (time.Time, error)
+
+	// Close waits for queued audit appends to commit, then releases the
+	// database. Later calls return ErrClosed. Close is idempotent.
+	Close() error
+}
+
+// AuditFilter selects audit records. Zero fields do not filter.
+type AuditFilter struct {
+	Agent   string
+	Tool    string
+	Session string
+	Status  audit.Status
+	CallID  string    // the record ID shared by a call's start and finish entries
+	Since   time.Time // records with Time ≥ Since
+	// AfterSeq and BeforeSeq bound Seq exclusively (page with them).
+	AfterSeq  int64
+	BeforeSeq int64
+	// Oldest orders by ascending Seq; the default is newest first.
+	Oldest bool
+	// Limit caps the number of records (default 100, at most 10,000).
+	Limit int
+}
+
+// Limits of ListAudit and ListApprovals.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 10000
+)
+
+// EffectiveLimit returns the limit a backend applies for a requested one.
+func EffectiveLimit(n int) int {
+	if n <= 0 {
+		return DefaultLimit
+	}
+	return min(n, MaxLimit)
+}
+
+// ApprovalStatus is the state of an approval.
+type ApprovalStatus string
+
+// Approval states. Pending and escalated are open; the others are final.
+const (
+	StatusPending   ApprovalStatus = "pending"
+	StatusApproved  ApprovalStatus = "approved"
+	StatusDenied    ApprovalStatus = "denied"
+	StatusEscalated ApprovalStatus = "escalated"
+	StatusExpired   ApprovalStatus = "expired"
+)
+
+// Final reports whether s ends an approval's life.
+func (s ApprovalStatus) Final() bool {
+	return s == StatusApproved || s == StatusDenied || s == StatusExpired
+}
+
+// Valid reports whether s is a known status.
+func (s ApprovalStatus) Valid() bool {
+	return s == StatusPending || s == StatusEscalated || s.Final()
+}
+
+// RouteHuman is the route of an approval decided by a human (the default,
+// and the route after an escalation); an approval routed to an approver
+// agent has the route "agent:<id>" (see RouteAgent).
+const RouteHuman = "human"
+
+// RouteAgent returns the route of an approval routed to agent id.
+func RouteAgent(id string) string { return "agent:" + id }
+
+// Approval is a call waiting for (or having received) a human or agent
+// decision.
+type Approval struct {
+	ID      string          `json:"id"`
+	Agent   string          `json:"agent"`
+	Session string          `json:"session,omitempty"`
+	Task    string          `json:"task,omitempty"`
+	Tool    string          `json:"tool"`
+	Args    json.RawMessage `json:"args"` // redacted (audit.Redact)
+	// ArgsHash is a digest of the unredacted arguments, computed by the
+	// caller, so that a resumed call can prove it carries the arguments that
+	// were approved without the store keeping secrets.
+	ArgsHash string `json:"args_hash,omitempty"`
+	Reason   string `json:"reason"`
+	// Level is the permission level that asked for approval (confirm,
+	// always_confirm, …).
+	Level          string         `json:"level"`
+	CreatedAt      time.Time      `json:"created_at"`
+	Status         ApprovalStatus `json:"status"`
+	DecidedBy      string         `json:"decided_by,omitempty"`
+	DecisionReason string         `json:"decision_reason,omitempty"`
+	DecidedAt      time.Time      `json:"decided_at,omitzero"`
+	Route          string         `json:"route"`
+	// Result is the stored result of the allowed call (SetApprovalResult);
+	// nil until then.
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// ApprovalFilter selects approvals. Zero fields do not filter.
+type ApprovalFilter struct {
+	Status  ApprovalStatus
+	Agent   string
+	Session string
+	Route   string
+	Limit   int // default 100, at most 10,000
+}
+
+// CheckDecision validates a decision and the transition from the current
+// status; backends call it so that every backend enforces the same rules.
+// It returns an error wrapping ErrInvalid or ErrConflict.
+func CheckDecision(current, decision ApprovalStatus) error {
+	switch decision {
+	case StatusApproved, StatusDenied, StatusExpired, StatusEscalated:
+	default:
+		return &DecisionError{Decision: decision, invalid: true}
+	}
+	if current == StatusPending || (current == StatusEscalated && decision != StatusEscalated) {
+		return nil
+	}
+	return &DecisionError{Current: current, Decision: decision}
+}
+
+// DecisionError is a refused decision.
+type DecisionError struct {
+	Current, Decision ApprovalStatus
+	invalid           bool
+}
+
+func (e *DecisionError) Error() string {
+	if e.invalid {
+		return "store: invalid decision " + string(e.Decision)
+	}
+	return "store: approval already " + string(e.Current) + ", cannot become " + string(e.Decision)
+}
+
+// Is makes DecisionError match ErrInvalid or ErrConflict.
+func (e *DecisionError) Is(target error) bool {
+	if e.invalid {
+		return target == ErrInvalid
+	}
+	return target == ErrConflict
+}
