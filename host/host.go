@@ -19,6 +19,7 @@ import (
 	"github.com/armory-dev/armory/access"
 	"github.com/armory-dev/armory/builtin"
 	"github.com/armory-dev/armory/registry"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/toolbox"
 	"github.com/armory-dev/armory/world"
 )
@@ -29,6 +30,9 @@ type Options struct {
 	Builtins []armory.Tool
 	// LookPath resolves a binary requirement (default exec.LookPath).
 	LookPath func(file string) (string, error)
+	// Sandbox checks a "sandbox" requirement for the world's sandbox
+	// setting (default sandbox.Requirement).
+	Sandbox func(backend string) error
 }
 
 // Host is a loaded world with its agents' registries. It is safe for
@@ -68,6 +72,9 @@ func Open(dir string, opts Options) (*Host, error) {
 	if opts.LookPath == nil {
 		opts.LookPath = exec.LookPath
 	}
+	if opts.Sandbox == nil {
+		opts.Sandbox = sandbox.Requirement
+	}
 	w, err := world.Load(dir)
 	if err != nil {
 		return nil, err
@@ -103,7 +110,7 @@ func Open(dir string, opts Options) (*Host, error) {
 	// Requirements, checked once.
 	for _, t := range tools {
 		for _, r := range t.Manifest().Requires {
-			if why := checkRequirement(r, opts.LookPath); why != "" {
+			if why := checkRequirement(r, opts, w.Sandbox); why != "" {
 				h.unmet[t.Spec().Name] = append(h.unmet[t.Spec().Name], why)
 			}
 		}
@@ -151,8 +158,14 @@ func withWarnings(err error, warns world.Diagnostics) error {
 	return err
 }
 
-func checkRequirement(r armory.Requirement, lookPath func(string) (string, error)) string {
+func checkRequirement(r armory.Requirement, opts Options, backend string) string {
+	lookPath := opts.LookPath
 	switch r.Kind {
+	case sandbox.RequirementKind:
+		if err := opts.Sandbox(backend); err != nil {
+			return "no working sandbox: " + err.Error()
+		}
+		return ""
 	case "binary":
 		if filepath.IsAbs(r.Name) {
 			fi, err := os.Stat(r.Name)

@@ -18,10 +18,14 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/world"
 )
 
 func main() {
+	// The Landlock sandbox re-executes this binary as its helper; in that
+	// role it never returns from here.
+	sandbox.MaybeRunHelper()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"database/sql"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/armory-dev/armory"
+)
+
+type callOut struct {
+	CallID     string   `json:"call_id"`
+	Status     string   `json:"status"`
+	Result     string   `json:"result"`
+	Reasons    []string `json:"reasons"`
+	ApprovalID string   `json:"approval_id"`
+	DecidedBy  string   `json:"decided_by"`
+}
+
+func callJSON(t *testing.T, r result) callOut {
+	t.Helper()
+	var o callOut
+	if err := json.Unmarshal([]byte(r.stdout), &o); err != nil {
+		t.Fatalf("call printed no JSON: %+v", r)
+	}
+	return o
+}
+
+func TestCLICallApproveResumeAudit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is needed by the example toolbox")
+	}
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+
+	r := armoryCmd(t, env, "call", "architect", "workspace.write", "--args", `{"path":"notes/a.txt","content":"hello\n"}`)
+	if o := callJSON(t, r); r.code != 0 || o.Status != "success" || o.CallID == "" || o.Reasons == nil {
+		t.Fatalf("write: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "architect", "workspace.read", "--args", `{"path":"notes/a.txt"}`)
+	if o := callJSON(t, r); r.code != 0 || o.Result != "hello\n" {
+		t.Fatalf("read: %+v", r)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		text string
+	}{
+		{[]string{"call", "architect", "no.such"}, armory.ExitInvalid, "Unknown tool: no.such"},
+		{[]string{"call", "scribe", "workspace.write", "--args", `{"path":1}`}, armory.ExitInvalid, "Invalid arguments for workspace.write"},
+		{[]string{"call", "intern", "workspace.write", "--args", `{"path":"x","content":""}`}, armory.ExitInvalid, "Unknown tool: workspace.write"},
+		{[]string{"call", "architect", "workspace.write", "--args", `{"path":"x","content":"DROP DATABASE prod"}`}, armory.ExitOK, "created x"},
+	} {
+		r := armoryCmd(t, env, tc.args...)
+		if o := callJSON(t, r); r.code != tc.code || !strings.Contains(o.Result, tc.text) {
+			t.Errorf("%v: exit %d %+v", tc.args, r.code, o)
+		}
+	}
+	if r := armoryCmd(t, env, "call", "architect"); r.code != armory.ExitUsage {
+		t.Errorf("usage: %+v", r)
+	}
+	if r := armoryCmd(t, env, "call", "architect", "workspace.read", "--args", "{nope"); r.code != armory.ExitUsage {
+		t.Errorf("bad --args: %+v", r)
+	}
+
+	// repo-git is confirm-level: pending (exit 4) with an approval id.
+	r = armoryCmd(t, env, "call", "architect", "devtools.repo-git", "--args", `{"command":"init"}`)
+	pending := callJSON(t, r)
+	if r.code != armory.ExitPending || pending.Status != "pending" || pending.ApprovalID == "" || !strings.Contains(pending.Result, "armory call --resume "+pending.ApprovalID) {
+		t.Fatalf("pending: %+v", r)
+	}
+	r = armoryCmd(t, env, "approvals", "list", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, pending.ApprovalID) {
+		t.Fatalf("approvals list: %+v", r)
+	}
+	r = armoryCmd(t, env, "approvals", "show", pending.ApprovalID)
+	if r.code != 0 || !strings.Contains(r.stdout, `"level": "confirm"`) {
+		t.Fatalf("approvals show: %+v", r)
+	}
+	if r = armoryCmd(t, env, "approvals", "approve", pending.ApprovalID, "--reason", "fine"); r.code != 0 {
+		t.Fatalf("approve: %+v", r)
+	}
+	if r = armoryCmd(t, env, "approvals", "deny", pending.ApprovalID); r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "already") {
+		t.Fatalf("a second decision is a conflict: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "--resume", pending.ApprovalID)
+	first := callJSON(t, r)
+	if r.code != 0 || first.Status != "success" || first.DecidedBy != "human" {
+		t.Fatalf("resume: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "--resume", pending.ApprovalID)
+	if again := callJSON(t, r); r.code != 0 || again.Result != first.Result || !strings.Contains(strings.Join(again.Reasons, " "), "already ran") {
+		t.Fatalf("second resume: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "architect", "devtools.repo-git", "--args", `{"command":"status"}`, "--resume", pending.ApprovalID)
+	if r.code != armory.ExitInvalid {
+		t.Fatalf("resume with other args: %+v", r)
+	}
+
+	// Approval while the caller waits: a second process approves.
+	cmd := exec.Command(binary, "call", "architect", "workspace.delete", "--args", `{"path":"x"}`, "--wait", "60s")
+	cmd.Env = append(cmd.Environ(), env...)
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var list []struct{ ID, Tool string }
+		json.Unmarshal([]byte(armoryCmd(t, env, "approvals", "list", "--json").stdout), &list)
+		for _, a := range list {
+			if a.Tool == "workspace.delete" {
+				id = a.ID
+			}
+		}
+	}
+	if id == "" {
+		t.Fatal("no approval request appeared")
+	}
+	if r := armoryCmd(t, env, "approvals", "deny", id, "--reason", "keep it"); r.code != 0 {
+		t.Fatal(r)
+	}
+	err := cmd.Wait()
+	var denied callOut
+	json.Unmarshal([]byte(out.String()), &denied)
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != armory.ExitBlocked || denied.Status != "denied" || !strings.Contains(denied.Result, "Denied by human: keep it") {
+		t.Fatalf("denied while waiting: %v %s", err, out.String())
+	}
+
+	// Audit: filters, JSON, verify; then tamper with the database.
+	r = armoryCmd(t, env, "audit", "--agent", "architect", "--tool", "devtools.repo-git", "--json")
+	var recs []struct {
+		Seq           int64
+		Status, Phase string
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &recs) != nil || len(recs) < 3 {
+		t.Fatalf("audit: %+v", r)
+	}
+	if r = armoryCmd(t, env, "audit", "--status", "denied"); r.code != 0 || !strings.Contains(r.stdout, "workspace.delete") {
+		t.Fatalf("audit --status: %+v", r)
+	}
+	if r = armoryCmd(t, env, "audit", "verify"); r.code != 0 || !strings.Contains(r.stdout, "store: chain verified") || !strings.Contains(r.stdout, "jsonl: chain verified") {
+		t.Fatalf("verify: %+v", r)
+	}
+	db, err := sql.Open("sqlite", filepath.Join(w, ".armory", "armory.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE audit_records SET result = 'nothing to see' WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if r = armoryCmd(t, env, "audit", "verify"); r.code != 1 || !strings.Contains(r.stderr, "seq 3") {
+		t.Fatalf("tampered verify: %+v", r)
+	}
+}
+
+func TestCLISession(t *testing.T) {
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	armoryCmd(t, env, "call", "intern", "workspace.list", "--session", "s1")
+	r := armoryCmd(t, env, "session", "show", "s1")
+	var s struct {
+		Counters map[string]int64
+		Limits   map[string]int64
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil || s.Counters["tool_invocations"] != 1 || s.Limits["tool_invocations"] != 400 {
+		t.Fatalf("show: %+v", r)
+	}
+	if r = armoryCmd(t, env, "session", "extend", "s1", "tool_invocations", "900"); r.code != 0 {
+		t.Fatalf("extend: %+v", r)
+	}
+	if r = armoryCmd(t, env, "session", "extend", "s1", "tool_invocations", "99999"); r.code != armory.ExitUsage {
+		t.Fatalf("extend past the maximum: %+v", r)
+	}
+	if r = armoryCmd(t, env, "session", "extend", "s1", "session_runtime", "45m"); r.code != 0 {
+		t.Fatalf("extend runtime: %+v", r)
+	}
+	r = armoryCmd(t, env, "session", "show", "s1")
+	json.Unmarshal([]byte(r.stdout), &s)
+	if s.Limits["tool_invocations"] != 900 || s.Limits["session_runtime"] != 2700 {
+		t.Fatalf("limits after extend: %+v", s.Limits)
+	}
+	if r = armoryCmd(t, env, "session", "reset", "s1"); r.code != 0 {
+		t.Fatal(r)
+	}
+	r = armoryCmd(t, env, "session", "show", "s1")
+	s.Counters = nil
+	json.Unmarshal([]byte(r.stdout), &s)
+	if s.Counters["tool_invocations"] != 0 {
+		t.Fatalf("after reset: %+v", r)
+	}
+}
