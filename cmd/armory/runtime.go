@@ -79,5 +79,3 @@ func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
 	st, err := a.openStore(ctx, h.World.Dir)
 	return h, st, err
 }
-
-
