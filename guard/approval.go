@@ -80,18 +80,27 @@ func (p *Pipeline) requestApproval(ctx context.Context, s *state) Outcome {
 		}
 	}
 	a := &store.Approval{
+		ID:    audit.NewID(),
 		Agent: s.c.Agent, Session: s.c.Session, Task: s.c.Task, Tool: s.c.Tool,
 		Args: audit.Redact(s.c.Args), Reason: strings.Join(reasonsOf(s.stages), "; "),
 		Level: s.level.String(), Route: route, ArgsHash: argsHash(s.c.Args),
 	}
-	if err := p.st.CreateApproval(ctx, a); err != nil {
-		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
-	}
+	// The pending start entry and the session caps are written first
+	// (store.Admit), so that a call refused by a cap leaves no approval
+	// behind; the approval is created once they are durable.
 	s.approval = a
 	s.stage("approval", "pending", why, "approval "+a.ID)
-	if err := p.appendAudit(ctx, p.record(s, audit.PhaseStart, audit.StatusPending, "")); err != nil && !p.opts.AuditFailOpen {
-		_ = p.st.DecideApproval(context.WithoutCancel(ctx), a.ID, store.StatusExpired, "armory", "the audit entry could not be written")
+	r, err := p.admitStart(ctx, s, p.record(s, audit.PhaseStart, audit.StatusPending, ""))
+	if r != nil {
+		return p.refuse(ctx, s, r)
+	}
+	if err != nil && (!p.opts.AuditFailOpen || s.admit != nil) {
+		s.approval = nil // never created
 		return p.refuse(ctx, s, p.storeFailure(s, "audit", err))
+	}
+	if err := p.st.CreateApproval(ctx, a); err != nil {
+		s.approval = nil
+		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
 	}
 	p.emit(Event{Kind: EventApprovalRequested, Agent: s.c.Agent, Session: s.c.Session, Tool: s.c.Tool, ApprovalID: a.ID, Message: why})
 	return p.awaitDecision(ctx, s)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
 )
 
 func TestInvocationCapAndExtend(t *testing.T) {
@@ -149,5 +150,54 @@ func TestCancelWhileRunning(t *testing.T) {
 	// Its finish entry was written even though the caller went away.
 	if recs := f.records(t, o.CallID); len(recs) != 2 {
 		t.Fatalf("records = %d", len(recs))
+	}
+}
+
+// A call that would wait for approval is refused by a reached cap before
+// any approval exists; the refusal is the caps stage's, audited with one
+// finish entry and no start entry, and counts nothing.
+func TestCapReachedBeforeApproval(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.st.SetLimitOverride(ctx, "appr", "tool_invocations", 1); err != nil {
+		t.Fatal(err)
+	}
+	call := func(args string) Outcome {
+		return f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.confirm", Session: "appr", Args: json.RawMessage(args)})
+	}
+	if o := call(`{"i":1}`); o.Status != audit.StatusPending || o.ApprovalID == "" {
+		t.Fatalf("first call: %+v", o)
+	}
+	o := call(`{"i":2}`)
+	if o.Status != audit.StatusBlocked || o.ApprovalID != "" || !strings.HasPrefix(o.Result, "Safety limit reached: tool_invocations (1/1)") {
+		t.Fatalf("second call: %+v", o)
+	}
+	as, err := f.st.ListApprovals(ctx, store.ApprovalFilter{Session: "appr"})
+	if err != nil || len(as) != 1 {
+		t.Fatalf("approvals %d (%v), want only the first call's", len(as), err)
+	}
+	recs := f.records(t, o.CallID)
+	if len(recs) != 1 || recs[0].Phase != audit.PhaseFinish || recs[0].Status != audit.StatusBlocked {
+		t.Fatalf("records of the refused call: %+v", recs)
+	}
+	last := recs[0].Stages[len(recs[0].Stages)-1]
+	if last.Name != "caps" || last.Decision != "block" || last.Reasons[0] != "Safety limit reached: tool_invocations (1/1)" {
+		t.Fatalf("stages %+v", recs[0].Stages)
+	}
+	if m, _ := f.st.Counters(ctx, "appr"); m["tool_invocations"] != 1 || m["stream_events"] != 1 {
+		t.Fatalf("counters %v", m)
+	}
+}
+
+// A call refused after the caps stage (a veto) takes no cap.
+func TestRefusedCallCountsNothing(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	o := f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.noop", Session: "veto", Args: json.RawMessage(`{"db":"production-db"}`)})
+	if o.Status != audit.StatusBlocked || !strings.Contains(o.Result, "VETOED") {
+		t.Fatalf("outcome %+v", o)
+	}
+	if m, _ := f.st.Counters(ctx, "veto"); len(m) != 0 {
+		t.Fatalf("a vetoed call took caps: %v", m)
 	}
 }

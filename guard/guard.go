@@ -159,6 +159,11 @@ type state struct {
 	argsLower string
 	terminal  access.Terminal
 	bias      []string
+	// admit is the admission the caps stage computed, taken with the start
+	// record (nil once taken, or for a resumed call); capsStage is the index
+	// of the caps stage in stages.
+	admit     *store.AdmitRequest
+	capsStage int
 }
 
 func (s *state) stage(name, decision string, reasons ...string) {
@@ -236,7 +241,13 @@ func reasonsOf(stages []audit.Stage) []string {
 // returns the outcome once that entry is durable.
 func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome {
 	startRec := p.record(s, audit.PhaseStart, audit.StatusRunning, "")
-	if err := p.appendAudit(ctx, startRec); err != nil && !p.opts.AuditFailOpen {
+	r, err := p.admitStart(ctx, s, startRec)
+	if r != nil {
+		return p.refuse(ctx, s, r)
+	}
+	// Fail open only past the audit: a call whose caps could not be taken
+	// (its admission failed) does not run.
+	if err != nil && (!p.opts.AuditFailOpen || s.admit != nil) {
 		s.stage("audit", "block", "the audit entry could not be written, so the call did not run: "+err.Error())
 		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindUnavailable, Stages: s.stages, Reasons: reasonsOf(s.stages),
 			Result: "The call did not run: its audit entry could not be written. Try again later."}

@@ -18,6 +18,7 @@ import (
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/screen"
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -144,29 +145,15 @@ func (p *Pipeline) Limit(ag *host.Agent, name string) int64 {
 // MaxLimit returns the hard maximum of cap name (0: none).
 func MaxLimit(name string) int64 { return capDefaults[name][1] }
 
-// caps: session runtime, invocations, stream events, terminal commands,
-// web searches, edits per file, and loop detection.
+// caps: loop detection, and the session caps this call needs (runtime,
+// invocations, stream events, terminal commands, web searches, edits per
+// file). Loop detection happens here; the caps are only computed: the
+// counters are taken by store.Admit together with the call's start record
+// (in run, or requestApproval for a call that waits for approval), so that
+// taking them costs no transaction of its own and a call's counters and its
+// start record commit together or not at all.
 func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 	sess := s.c.Session
-	overrides, err := p.st.LimitOverrides(ctx, sess)
-	if err != nil {
-		return p.storeFailure(s, "caps", err)
-	}
-	limit := func(name string) int64 {
-		if v, ok := overrides[name]; ok {
-			return v
-		}
-		return p.Limit(s.ag, name)
-	}
-	// Runtime.
-	started, err := p.st.SessionStart(ctx, sess)
-	if err != nil {
-		return p.storeFailure(s, "caps", err)
-	}
-	maxRun := time.Duration(limit(world.LimitSessionRuntime)) * time.Second
-	if ran := p.opts.Now().Sub(started); ran > maxRun {
-		return p.limitReached(ctx, s, world.LimitSessionRuntime, int64(ran/time.Second), int64(maxRun/time.Second))
-	}
 	// Loop detection before anything is counted, so a refused retry costs nothing.
 	editPath := ""
 	if s.man.Category == armory.CatFileWrite {
@@ -189,38 +176,75 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 		s.stage("caps", "block", msg)
 		return refuse(audit.StatusBlocked, armory.KindBlocked, "%s (Call again with a \"justification\" to continue.)", msg)
 	}
-	acquire := []string{world.LimitToolInvocations, world.LimitStreamEvents}
+	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second}
+	add := func(name string) {
+		req.Acquire = append(req.Acquire, store.Acquisition{Counter: name, N: 1, Max: p.Limit(s.ag, name)})
+	}
+	add(world.LimitToolInvocations)
+	add(world.LimitStreamEvents)
 	if s.man.Category == armory.CatTerminal {
-		acquire = append(acquire, world.LimitTerminalCommands)
+		add(world.LimitTerminalCommands)
 	}
 	if isWebSearch(s.c.Tool) {
-		acquire = append(acquire, world.LimitWebSearches)
-	}
-	for _, name := range acquire {
-		cur, ok, err := p.st.Acquire(ctx, sess, name, 1, limit(name))
-		if err != nil {
-			return p.storeFailure(s, "caps", err)
-		}
-		if !ok {
-			return p.limitReached(ctx, s, name, cur, limit(name))
-		}
+		add(world.LimitWebSearches)
 	}
 	if editPath != "" {
-		max := limit(world.LimitEditsPerFile)
-		cur, ok, err := p.st.Acquire(ctx, sess, "edits:"+editPath, 1, max)
-		if err != nil {
-			return p.storeFailure(s, "caps", err)
-		}
-		if !ok {
-			return p.limitReached(ctx, s, world.LimitEditsPerFile+" for "+editPath, cur, max)
-		}
+		req.Acquire = append(req.Acquire, store.Acquisition{Counter: "edits:" + editPath, N: 1, Max: p.Limit(s.ag, world.LimitEditsPerFile)})
 	}
+	s.admit = req
 	why := "within the session's caps"
 	if s.c.Justification != "" {
 		why += "; justification given: " + audit.RedactText(s.c.Justification)
 	}
+	s.capsStage = len(s.stages)
 	s.stage("caps", "ok", why)
 	return nil
+}
+
+// capName is the name of the cap a counter counts, as a refusal shows it.
+func capName(counter string) string {
+	if path, ok := strings.CutPrefix(counter, "edits:"); ok {
+		return world.LimitEditsPerFile + " for " + path
+	}
+	return counter
+}
+
+// admitStart writes rec, the call's start record, together with taking the
+// session caps the caps stage computed (store.Admit), then to the audit file
+// when configured. A call without a pending admission (a resumed call, whose
+// caps were taken when it asked for approval) only appends rec. It returns
+// a refusal when a cap is reached (the caps stage then says so, as if it had
+// refused the call itself), or the store's error.
+func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) (*refusal, error) {
+	if s.admit == nil {
+		return nil, p.appendAudit(ctx, rec)
+	}
+	req := s.admit
+	req.Record = rec
+	res, err := p.st.Admit(ctx, req)
+	req.Record = nil
+	if err != nil {
+		return nil, err
+	}
+	if !res.Admitted {
+		// The same refusal as a caps stage that found the limit reached:
+		// the stages after caps did not let the call through after all.
+		s.stages = s.stages[:s.capsStage]
+		s.approval = nil
+		h := res.Hit
+		return p.limitReached(ctx, s, capName(h.Counter), h.Current, h.Max), nil
+	}
+	s.admit = nil
+	if p.opts.AuditFile != nil {
+		fr := rec.Clone()
+		p.fileMu.Lock()
+		err := p.opts.AuditFile.Append(fr)
+		p.fileMu.Unlock()
+		if err != nil {
+			return nil, fmt.Errorf("audit file: %w", err)
+		}
+	}
+	return nil, nil
 }
 
 func isWebSearch(tool string) bool {

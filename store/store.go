@@ -14,6 +14,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/armory-dev/armory/audit"
@@ -106,9 +107,81 @@ type Store interface {
 	// use (the first caller wins across processes).
 	SessionStart(ctx context.Context, session string) (time.Time, error)
 
+	// Admit is the atomic, group-committed admission of one call: with
+	// respect to every other Store on the database, in any process, it
+	// starts the session clock on first use (as SessionStart does), checks
+	// the runtime cap, applies every acquisition iff all of them stay within
+	// their limits, and appends req.Record — or, when a limit would be
+	// exceeded, applies no acquisition, appends nothing and reports the
+	// first limit hit (runtime first, then the acquisitions in order). The
+	// session clock is started either way. Admit shares AppendAudit's group
+	// commit (concurrent calls share one transaction) and its result is
+	// durable when it returns. On admission req.Record receives its
+	// committed form, as with AppendAudit. If ctx ends first Admit returns
+	// ctx.Err(), and the admission may still be committed. Errors:
+	// ErrInvalid (nil Record, an acquisition with N < 0 or no counter, a
+	// negative MaxRuntime), ErrClosed, or the database error of the batch.
+	Admit(ctx context.Context, req *AdmitRequest) (AdmitResult, error)
+
 	// Close waits for queued audit appends to commit, then releases the
 	// database. Later calls return ErrClosed. Close is idempotent.
 	Close() error
+}
+
+// Acquisition is one counter increment a call needs; Max is the default
+// limit, replaced by the session's override for Counter when one is set
+// (exactly as Acquire does).
+type Acquisition struct {
+	Counter string
+	N, Max  int64
+}
+
+// LimitSessionRuntime is the counter name under which Admit reports the
+// runtime cap (LimitHit.Current and Max in seconds) and under which a limit
+// override replaces AdmitRequest.MaxRuntime (in seconds).
+const LimitSessionRuntime = "session_runtime"
+
+// AdmitRequest is one call's admission (see Store.Admit).
+type AdmitRequest struct {
+	Session string
+	// Record is the call's start record, sealed and appended on admission.
+	Record  *audit.Record
+	Acquire []Acquisition
+	// MaxRuntime is the session's runtime limit; 0 means no runtime cap.
+	// The session's override "session_runtime" (seconds) replaces it.
+	MaxRuntime time.Duration
+}
+
+// LimitHit is the limit that refused an admission. For the runtime cap
+// Counter is "session_runtime" and Current and Max are in seconds.
+type LimitHit struct {
+	Counter      string
+	Current, Max int64
+}
+
+// AdmitResult is the outcome of Admit: Admitted, or refused with Hit set.
+// SessionStart is when the session started.
+type AdmitResult struct {
+	Admitted     bool
+	Hit          *LimitHit
+	SessionStart time.Time
+}
+
+// CheckAdmit validates req; backends call it before queueing. It returns an
+// error wrapping ErrInvalid.
+func CheckAdmit(req *AdmitRequest) error {
+	if req == nil || req.Record == nil {
+		return fmt.Errorf("%w: admit needs a start record", ErrInvalid)
+	}
+	if req.MaxRuntime < 0 {
+		return fmt.Errorf("%w: negative MaxRuntime", ErrInvalid)
+	}
+	for _, a := range req.Acquire {
+		if a.N < 0 || a.Counter == "" {
+			return fmt.Errorf("%w: acquisition %q of %d", ErrInvalid, a.Counter, a.N)
+		}
+	}
+	return nil
 }
 
 // AuditFilter selects audit records. Zero fields do not filter.

@@ -16,11 +16,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -240,48 +242,223 @@ const insertAudit = `INSERT INTO audit_records (` + auditrow.Columns + `)
 		$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::text[],
 		$16::bigint[], $17::text[], $18::text[], $19::text[])`
 
-// flush writes one group commit: lock and read the head, chain and insert
-// the records with one statement, move the head.
-func (s *Store) flush(recs []commit.Entry) error {
+// flush writes one group commit in two round trips on one connection.
+// The first begins the transaction, locks the head row (SELECT … FOR
+// UPDATE: batches of every process serialize there) and, when the batch
+// holds admissions, starts the sessions' clocks (ON CONFLICT DO NOTHING),
+// makes sure every counter the batch may take has a row and locks those
+// rows in a fixed order (so a concurrent Acquire, from any process, waits
+// for this commit), and reads the sessions' starts (FOR SHARE) and limit
+// overrides. The admissions are then decided in order in memory, and the
+// second round trip inserts the admitted records (one unnest INSERT), writes
+// the counters, moves the head and commits.
+func (s *Store) flush(entries []commit.Entry) (err error) {
 	ctx := context.Background()
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
-	defer tx.Rollback(ctx)
-	var head audit.Head
-	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`).Scan(&head.Seq, &head.Hash); err != nil {
-		return fmt.Errorf("postgres: append audit: read head: %w", err)
-	}
-	n := len(recs)
+	inTx := false
+	defer func() {
+		if err != nil && inTx {
+			if _, rerr := conn.Exec(ctx, "ROLLBACK"); rerr != nil {
+				conn.Hijack().Close(ctx) // a connection in an unknown state is not reused
+				return
+			}
+		}
+		conn.Release()
+	}()
+	now := s.opts.Now()
 	var (
-		seq, timeUS, dur = make([]int64, n), make([]int64, n), make([]int64, n)
+		sessions []string
+		keys     []commit.Key
+	)
+	seenS, seenK := map[string]bool{}, map[commit.Key]bool{}
+	for _, e := range entries {
+		if a := e.Admit; a != nil {
+			if !seenS[a.Session] {
+				seenS[a.Session] = true
+				sessions = append(sessions, a.Session)
+			}
+			for _, acq := range a.Acquire {
+				k := commit.Key{Session: a.Session, Name: acq.Counter}
+				if !seenK[k] {
+					seenK[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	slices.Sort(sessions)
+	slices.SortFunc(keys, func(a, b commit.Key) int {
+		return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Name, b.Name))
+	})
+	ks, kn := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		ks[i], kn[i] = k.Session, k.Name
+	}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT seq, hash FROM audit_head WHERE id = 1 FOR UPDATE`)
+	if len(sessions) > 0 {
+		b.Queue(`INSERT INTO sessions (id, started_us) SELECT u, $2::bigint FROM unnest($1::text[]) AS u ORDER BY u ON CONFLICT (id) DO NOTHING`, sessions, now.UnixMicro())
+		b.Queue(`SELECT id, started_us FROM sessions WHERE id = ANY($1::text[]) ORDER BY id FOR SHARE`, sessions)
+		b.Queue(`SELECT session, name, max FROM limit_overrides WHERE session = ANY($1::text[])`, sessions)
+		b.Queue(`INSERT INTO counters (session, name, value) SELECT s, n, 0 FROM unnest($1::text[], $2::text[]) AS u(s, n)
+			ORDER BY s, n ON CONFLICT (session, name) DO NOTHING`, ks, kn)
+		b.Queue(`SELECT c.session, c.name, c.value FROM counters c JOIN unnest($1::text[], $2::text[]) AS u(s, n)
+			ON c.session = u.s AND c.name = u.n ORDER BY c.session, c.name FOR UPDATE OF c`, ks, kn)
+	}
+	inTx = true
+	var head audit.Head
+	load := &loader{starts: map[string]int64{}, overrides: map[string]map[string]int64{}, counters: map[commit.Key]int64{}}
+	err = func() error {
+		br := conn.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&head.Seq, &head.Hash); err != nil {
+			return fmt.Errorf("read head: %w", err)
+		}
+		if len(sessions) == 0 {
+			return br.Close()
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		var (
+			id, name string
+			v        int64
+		)
+		if _, err := forEach(br, []any{&id, &v}, func() error { load.starts[id] = v; return nil }); err != nil {
+			return err
+		}
+		if _, err := forEach(br, []any{&id, &name, &v}, func() error {
+			m := load.overrides[id]
+			if m == nil {
+				m = map[string]int64{}
+				load.overrides[id] = m
+			}
+			m[name] = v
+			return nil
+		}); err != nil {
+			return err
+		}
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		if _, err := forEach(br, []any{&id, &name, &v}, func() error {
+			load.counters[commit.Key{Session: id, Name: name}] = v
+			return nil
+		}); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return fmt.Errorf("postgres: append audit: %w", err)
+	}
+	var ledger *commit.Ledger
+	if len(sessions) > 0 {
+		ledger = commit.NewLedger(load, now)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.Admit != nil {
+			if err := ledger.Decide(e.Admit); err != nil {
+				return fmt.Errorf("postgres: admit: %w", err)
+			}
+			if !e.Admit.Result.Admitted {
+				continue
+			}
+		}
+		n++
+	}
+	var (
+		seq, timeUS, dur = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 		cols             [16][]string
 	)
 	for i := range cols {
-		cols[i] = make([]string, n)
+		cols[i] = make([]string, 0, n)
 	}
-	for i, e := range recs {
+	for _, e := range entries {
+		if e.Admit != nil && !e.Admit.Result.Admitted {
+			continue
+		}
 		rec, stages := e.Rec, e.Stages
 		head = rec.Chain(head)
-		seq[i], timeUS[i], dur[i] = rec.Seq, rec.Time.UnixMicro(), rec.DurationMS
+		seq, timeUS, dur = append(seq, rec.Seq), append(timeUS, rec.Time.UnixMicro()), append(dur, rec.DurationMS)
 		for j, v := range [16]string{rec.ID, string(rec.Phase), rec.Agent, rec.Session, rec.Task, rec.Tool,
 			string(rec.Args), stages, rec.Permission, rec.ApprovalID, rec.DecidedBy, string(rec.Status),
 			rec.Result, rec.Justification, rec.PrevHash, rec.Hash} {
-			cols[j][i] = v
+			cols[j] = append(cols[j], v)
 		}
 	}
-	if _, err := tx.Exec(ctx, insertAudit, seq, cols[0], timeUS, cols[1], cols[2], cols[3], cols[4], cols[5],
-		cols[6], cols[7], cols[8], cols[9], cols[10], cols[11], cols[12], dur, cols[13], cols[14], cols[15]); err != nil {
+	b = &pgx.Batch{}
+	if n > 0 {
+		b.Queue(insertAudit, seq, cols[0], timeUS, cols[1], cols[2], cols[3], cols[4], cols[5],
+			cols[6], cols[7], cols[8], cols[9], cols[10], cols[11], cols[12], dur, cols[13], cols[14], cols[15])
+		b.Queue(`UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, head.Seq, head.Hash)
+	}
+	if ledger != nil {
+		keys, values := ledger.Dirty()
+		if len(keys) > 0 {
+			ks, kn := make([]string, len(keys)), make([]string, len(keys))
+			for i, k := range keys {
+				ks[i], kn[i] = k.Session, k.Name
+			}
+			b.Queue(`UPDATE counters c SET value = u.v FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(s, n, v)
+				WHERE c.session = u.s AND c.name = u.n`, ks, kn, values)
+		}
+		if started, us := ledger.Started(); len(started) > 0 {
+			// A session reset by another process between the two statements
+			// of the first round trip: start it again.
+			b.Queue(`INSERT INTO sessions (id, started_us) SELECT u, $2::bigint FROM unnest($1::text[]) AS u ON CONFLICT (id) DO NOTHING`, started, us)
+		}
+	}
+	b.Queue(`COMMIT`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE audit_head SET seq = $1, hash = $2 WHERE id = 1`, head.Seq, head.Hash); err != nil {
-		return fmt.Errorf("postgres: append audit: move head: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: append audit: commit: %w", err)
-	}
+	inTx = false
 	return nil
+}
+
+// forEach reads the next result of br row by row.
+func forEach(br pgx.BatchResults, scans []any, fn func() error) (int64, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return 0, err
+	}
+	tag, err := pgx.ForEachRow(rows, scans, fn)
+	return tag.RowsAffected(), err
+}
+
+// loader serves the state the first round trip read.
+type loader struct {
+	starts    map[string]int64
+	overrides map[string]map[string]int64
+	counters  map[commit.Key]int64
+}
+
+func (l *loader) SessionStart(session string) (int64, bool, error) {
+	us, ok := l.starts[session]
+	return us, ok, nil
+}
+
+func (l *loader) Overrides(session string) (map[string]int64, error) {
+	return l.overrides[session], nil
+}
+
+func (l *loader) Counter(k commit.Key) (int64, error) { return l.counters[k], nil }
+
+// Admit implements store.Store inside the group commit.
+func (s *Store) Admit(ctx context.Context, req *store.AdmitRequest) (store.AdmitResult, error) {
+	if err := store.CheckAdmit(req); err != nil {
+		return store.AdmitResult{}, fmt.Errorf("postgres: admit: %w", err)
+	}
+	return s.batch.Admit(ctx, req, store.ErrClosed)
 }
 
 const selectAudit = `SELECT ` + auditrow.Columns + ` FROM audit_records`

@@ -76,9 +76,14 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool
 
-	insert   map[int]*sql.Stmt // multi-row audit inserts by row count
-	readHead *sql.Stmt
-	moveHead *sql.Stmt
+	insert     map[int]*sql.Stmt // multi-row audit inserts by row count
+	readHead   *sql.Stmt
+	moveHead   *sql.Stmt
+	admitStmts struct{ start, overrides, counter, setCounter, startSession *sql.Stmt }
+
+	// Scratch space of the committer goroutine (flush runs only there).
+	scratch []commit.Entry
+	args    []any
 }
 
 var _ store.Store = (*Store)(nil)
@@ -165,6 +170,23 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
+	a := &s.admitStmts
+	for _, ps := range []struct {
+		st **sql.Stmt
+		q  string
+	}{
+		{&a.start, `SELECT started_us FROM sessions WHERE id = ?`},
+		{&a.overrides, `SELECT name, max FROM limit_overrides WHERE session = ?`},
+		{&a.counter, `SELECT value FROM counters WHERE session = ? AND name = ?`},
+		{&a.setCounter, `INSERT INTO counters (session, name, value) VALUES (?, ?, ?)
+			ON CONFLICT (session, name) DO UPDATE SET value = excluded.value`},
+		{&a.startSession, `INSERT INTO sessions (id, started_us) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`},
+	} {
+		if *ps.st, err = w.Prepare(ps.q); err != nil {
+			s.closeDBs()
+			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		}
+	}
 	s.batch = commit.New(s.flush, opts.MaxBatch, opts.Queue)
 	return s, nil
 }
@@ -238,7 +260,8 @@ func (s *Store) closeDBs() error {
 	for _, st := range s.insert {
 		errs = append(errs, st.Close())
 	}
-	for _, st := range []*sql.Stmt{s.readHead, s.moveHead} {
+	a := &s.admitStmts
+	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, a.start, a.overrides, a.counter, a.setCounter, a.startSession} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -269,8 +292,11 @@ func (s *Store) AppendAudit(ctx context.Context, rec *audit.Record) error {
 }
 
 // flush writes one group commit: read the head inside the write
-// transaction, chain and insert the records, move the head.
-func (s *Store) flush(recs []commit.Entry) error {
+// transaction (BEGIN IMMEDIATE: this process holds the file's write lock, so
+// nothing it reads can change before it commits), decide the admissions in
+// order, chain and insert the admitted records, write the counters and
+// session starts the admissions changed, move the head.
+func (s *Store) flush(entries []commit.Entry) error {
 	ctx := context.Background()
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -281,7 +307,29 @@ func (s *Store) flush(recs []commit.Entry) error {
 	if err := tx.StmtContext(ctx, s.readHead).QueryRowContext(ctx).Scan(&head.Seq, &head.Hash); err != nil {
 		return fmt.Errorf("sqlite: append audit: read head: %w", err)
 	}
-	args := make([]any, 0, 64*auditrow.NumColumns)
+	var (
+		ledger *commit.Ledger
+		load   *loader
+	)
+	recs := s.scratch[:0]
+	for _, e := range entries {
+		if e.Admit != nil {
+			if ledger == nil {
+				load = &loader{ctx: ctx, tx: tx, s: s}
+				ledger = commit.NewLedger(load, s.opts.Now())
+			}
+			if err := ledger.Decide(e.Admit); err != nil {
+				return fmt.Errorf("sqlite: admit: %w", err)
+			}
+			if !e.Admit.Result.Admitted {
+				continue
+			}
+		}
+		head = e.Rec.Chain(head)
+		recs = append(recs, e)
+	}
+	s.scratch = recs[:0]
+	args := s.args[:0]
 	for rest := recs; len(rest) > 0; {
 		n := 1
 		for _, size := range insertSizes {
@@ -293,7 +341,6 @@ func (s *Store) flush(recs []commit.Entry) error {
 		args = args[:0]
 		for _, e := range rest[:n] {
 			rec := e.Rec
-			head = rec.Chain(head)
 			args = append(args, rec.Seq, rec.ID, rec.Time.UnixMicro(), string(rec.Phase), rec.Agent, rec.Session,
 				rec.Task, rec.Tool, string(rec.Args), e.Stages, rec.Permission, rec.ApprovalID, rec.DecidedBy,
 				string(rec.Status), rec.Result, rec.DurationMS, rec.Justification, rec.PrevHash, rec.Hash)
@@ -303,13 +350,104 @@ func (s *Store) flush(recs []commit.Entry) error {
 		}
 		rest = rest[n:]
 	}
-	if _, err := tx.StmtContext(ctx, s.moveHead).ExecContext(ctx, head.Seq, head.Hash); err != nil {
-		return fmt.Errorf("sqlite: append audit: move head: %w", err)
+	clear(args)
+	s.args = args[:0]
+	if ledger != nil {
+		if err := load.write(ledger); err != nil {
+			return fmt.Errorf("sqlite: admit: %w", err)
+		}
+	}
+	if len(recs) > 0 {
+		if _, err := tx.StmtContext(ctx, s.moveHead).ExecContext(ctx, head.Seq, head.Hash); err != nil {
+			return fmt.Errorf("sqlite: append audit: move head: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: append audit: commit: %w", err)
 	}
 	return nil
+}
+
+// loader reads admission state inside the flush's transaction.
+type loader struct {
+	ctx                       context.Context
+	tx                        *sql.Tx
+	s                         *Store
+	start, overrides, counter *sql.Stmt
+	setCounter, startSession  *sql.Stmt
+}
+
+func (l *loader) stmt(p **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
+	if *p == nil {
+		*p = l.tx.StmtContext(l.ctx, shared)
+	}
+	return *p
+}
+
+func (l *loader) SessionStart(session string) (int64, bool, error) {
+	var us int64
+	err := l.stmt(&l.start, l.s.admitStmts.start).QueryRowContext(l.ctx, session).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return us, err == nil, err
+}
+
+func (l *loader) Overrides(session string) (map[string]int64, error) {
+	rows, err := l.stmt(&l.overrides, l.s.admitStmts.overrides).QueryContext(l.ctx, session)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var m map[string]int64
+	for rows.Next() {
+		var (
+			k string
+			v int64
+		)
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			m = map[string]int64{}
+		}
+		m[k] = v
+	}
+	return m, rows.Err()
+}
+
+func (l *loader) Counter(k commit.Key) (int64, error) {
+	var v int64
+	err := l.stmt(&l.counter, l.s.admitStmts.counter).QueryRowContext(l.ctx, k.Session, k.Name).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return v, err
+}
+
+// write stores what the ledger changed.
+func (l *loader) write(ledger *commit.Ledger) error {
+	keys, values := ledger.Dirty()
+	for i, k := range keys {
+		if _, err := l.stmt(&l.setCounter, l.s.admitStmts.setCounter).ExecContext(l.ctx, k.Session, k.Name, values[i]); err != nil {
+			return err
+		}
+	}
+	started, us := ledger.Started()
+	for _, id := range started {
+		if _, err := l.stmt(&l.startSession, l.s.admitStmts.startSession).ExecContext(l.ctx, id, us); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Admit implements store.Store inside the group commit.
+func (s *Store) Admit(ctx context.Context, req *store.AdmitRequest) (store.AdmitResult, error) {
+	if err := store.CheckAdmit(req); err != nil {
+		return store.AdmitResult{}, fmt.Errorf("sqlite: admit: %w", err)
+	}
+	return s.batch.Admit(ctx, req, store.ErrClosed)
 }
 
 const selectAudit = `SELECT ` + auditrow.Columns + ` FROM audit_records`

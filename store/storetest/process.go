@@ -73,7 +73,7 @@ func Tamper(t *testing.T, open Opener, exec func(t *testing.T, query string)) {
 const (
 	helperEnv = "ARMORY_STORETEST_HELPER_DSN"
 	// Per helper process:
-	helperAcquires = 500 // Acquire calls against max 400
+	helperAcquires = 500 // Acquire and Admit calls against max 400
 	helperAppends  = 200 // audit records
 )
 
@@ -95,14 +95,29 @@ func HelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
 	ctx := context.Background()
 	var (
 		acquired, appended atomic.Int64
+		admitted           atomic.Int64
 		failed             atomic.Bool
 		next               atomic.Int64
 		wg                 sync.WaitGroup
 	)
 	for range 8 {
 		wg.Go(func() {
-			for next.Add(1) <= helperAcquires {
-				_, ok, err := s.Acquire(ctx, "sess", "tool_calls", 1, 400)
+			for i := next.Add(1); i <= helperAcquires; i = next.Add(1) {
+				var (
+					ok  bool
+					err error
+				)
+				if i%2 == 0 {
+					_, ok, err = s.Acquire(ctx, "sess", "tool_calls", 1, 400)
+				} else {
+					var res store.AdmitResult
+					res, err = s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: startRecord("sess", int(i)),
+						Acquire: []store.Acquisition{acq("tool_calls", 1, 400)}, MaxRuntime: time.Hour})
+					ok = res.Admitted
+					if ok {
+						admitted.Add(1)
+					}
+				}
 				if err != nil {
 					fmt.Fprintln(os.Stderr, "helper: acquire:", err)
 					failed.Store(true)
@@ -135,18 +150,20 @@ func HelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
 	if failed.Load() {
 		os.Exit(3)
 	}
-	fmt.Printf("\nhelper-result acquired=%d appended=%d\n", acquired.Load(), appended.Load())
+	fmt.Printf("\nhelper-result acquired=%d appended=%d admitted=%d\n", acquired.Load(), appended.Load(), admitted.Load())
 	os.Exit(0)
 }
 
-var resultLine = regexp.MustCompile(`helper-result acquired=(\d+) appended=(\d+)`)
+var resultLine = regexp.MustCompile(`helper-result acquired=(\d+) appended=(\d+) admitted=(\d+)`)
 
 // CrossProcess re-executes the test binary as two helper processes
 // (TestHelperProcess, see HelperProcess) that share the database at dsn.
-// Each makes 500 Acquire calls against a maximum of 400 on one counter and
-// appends 200 audit records, concurrently. It then checks, through a Store
-// opened with open: exactly 400 acquisitions succeeded in total, the counter
-// is 400, and the audit chain holds all 400 records and verifies.
+// Each makes 500 calls against a maximum of 400 on one counter, half of
+// them Acquire and half Admit (with a start record), and appends 200 audit
+// records, concurrently. It then checks, through a Store opened with open:
+// exactly 400 acquisitions and admissions succeeded in total, the counter is
+// 400, and the audit chain holds the 400 appended records plus one per
+// admission, and verifies.
 func CrossProcess(t *testing.T, dsn string, open func(dsn string) (store.Store, error)) {
 	const children = 2
 	type child struct {
@@ -173,7 +190,7 @@ func CrossProcess(t *testing.T, dsn string, open func(dsn string) (store.Store, 
 	for _, c := range kids {
 		c.stdin.Close() // go
 	}
-	var acquired, appended int64
+	var acquired, appended, admitted int64
 	for i, c := range kids {
 		if err := c.cmd.Wait(); err != nil {
 			t.Fatalf("helper %d: %v\nstdout:\n%s\nstderr:\n%s", i, err, c.stdout.String(), c.stderr.String())
@@ -184,9 +201,11 @@ func CrossProcess(t *testing.T, dsn string, open func(dsn string) (store.Store, 
 		}
 		a, _ := strconv.ParseInt(m[1], 10, 64)
 		p, _ := strconv.ParseInt(m[2], 10, 64)
-		t.Logf("helper %d: %d acquisitions succeeded, %d records appended", i, a, p)
+		d, _ := strconv.ParseInt(m[3], 10, 64)
+		t.Logf("helper %d: %d acquisitions succeeded (%d of them admissions), %d records appended", i, a, d, p)
 		acquired += a
 		appended += p
+		admitted += d
 	}
 	if acquired != 400 {
 		t.Fatalf("%d acquisitions succeeded across processes, want exactly 400", acquired)
@@ -205,8 +224,8 @@ func CrossProcess(t *testing.T, dsn string, open func(dsn string) (store.Store, 
 		t.Fatalf("counter %v, %v", m, err)
 	}
 	n, _ := countAudit(t, ctx, s)
-	if n != children*helperAppends {
-		t.Fatalf("%d audit records stored, want %d", n, children*helperAppends)
+	if n != children*helperAppends+admitted {
+		t.Fatalf("%d audit records stored, want %d", n, children*helperAppends+admitted)
 	}
 	if err := s.VerifyAudit(ctx); err != nil {
 		t.Fatal(err)

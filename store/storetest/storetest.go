@@ -48,6 +48,12 @@ func Run(t *testing.T, open Opener) {
 		{"Overrides", testOverrides},
 		{"ResetSession", testResetSession},
 		{"SessionStart", testSessionStart},
+		{"AdmitExactTwoStoresMixed", testAdmitExact},
+		{"AdmitRefusalAppliesNothing", testAdmitRefusal},
+		{"AdmitOverride", testAdmitOverride},
+		{"AdmitRuntime", testAdmitRuntime},
+		{"AdmitInvalidAndClosed", testAdmitInvalid},
+		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

@@ -9,19 +9,24 @@ import (
 	"sync"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/internal/auditrow"
 )
 
 // Entry is a queued record, normalized, with its stages already encoded
-// (auditrow.EncodeStages) in the caller's goroutine.
+// (auditrow.EncodeStages) in the caller's goroutine. Admit is set for an
+// admission (store.Store.Admit): the record is appended only if the flush
+// admits it (see Ledger).
 type Entry struct {
 	Rec    *audit.Record
 	Stages string
+	Admit  *Admission
 }
 
-// Flush writes entries, in order, in one transaction. It must chain their
-// records (audit.Record.Chain) after the head it reads inside that
-// transaction. On error nothing must be committed.
+// Flush writes entries, in order, in one transaction. It must decide every
+// admission in order (a Ledger), skip the records of refused ones, and
+// chain the other records (audit.Record.Chain) after the head it reads
+// inside that transaction. On error nothing must be committed.
 type Flush func(entries []Entry) error
 
 // Defaults.
@@ -69,6 +74,21 @@ func New(flush Flush, maxBatch, queue int) *Batcher {
 // returns ctx.Err(), leaves rec alone, and the record may still be
 // committed. closedErr is returned after Close.
 func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error) error {
+	return b.submit(ctx, rec, nil, closedErr)
+}
+
+// Admit queues an admission (store.Store.Admit) and waits until its batch is
+// committed. On admission req.Record receives its committed form. The
+// request must have passed store.CheckAdmit.
+func (b *Batcher) Admit(ctx context.Context, req *store.AdmitRequest, closedErr error) (store.AdmitResult, error) {
+	a := &Admission{Session: req.Session, Acquire: append([]store.Acquisition(nil), req.Acquire...), MaxRuntime: req.MaxRuntime}
+	if err := b.submit(ctx, req.Record, a, closedErr); err != nil {
+		return store.AdmitResult{}, err
+	}
+	return a.Result, nil
+}
+
+func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission, closedErr error) error {
 	c := rec.Clone()
 	c.Normalize()
 	stages, err := auditrow.EncodeStages(c.Stages)
@@ -76,10 +96,11 @@ func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error
 		return err
 	}
 	r := reqPool.Get().(*request)
-	r.e = Entry{Rec: c, Stages: stages}
+	r.e = Entry{Rec: c, Stages: stages, Admit: adm}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
+		r.e = Entry{}
 		reqPool.Put(r)
 		return closedErr
 	}
@@ -88,12 +109,13 @@ func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
+		r.e = Entry{}
 		reqPool.Put(r)
 		return ctx.Err()
 	}
 	select {
 	case err := <-r.done:
-		if err == nil {
+		if err == nil && (adm == nil || adm.Result.Admitted) {
 			*rec = *r.e.Rec
 		}
 		r.e = Entry{}

@@ -1,0 +1,174 @@
+package commit
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/armory-dev/armory/store"
+)
+
+// Admission is what store.Store.Admit adds to a queued record. The flush
+// sets Result (every attempt sets it anew).
+type Admission struct {
+	Session    string
+	Acquire    []store.Acquisition
+	MaxRuntime time.Duration
+	Result     store.AdmitResult
+}
+
+// Key names one session counter.
+type Key struct{ Session, Name string }
+
+// Loader reads, inside the flush's write transaction (which must keep what
+// it reads from changing until commit), the state that admissions need.
+type Loader interface {
+	// SessionStart returns the session's recorded start (Unix µs), or
+	// ok false when the session has none.
+	SessionStart(session string) (us int64, ok bool, err error)
+	// Overrides returns the session's limit overrides (nil when none).
+	Overrides(session string) (map[string]int64, error)
+	// Counter returns the counter's value (0 when it has no row).
+	Counter(k Key) (int64, error)
+}
+
+// Ledger decides the admissions of one batch in order, against the state a
+// Loader reads (each key once) and the effects of the admissions before
+// them, and collects what the flush must write: counters changed and
+// sessions started. It is used by one goroutine.
+type Ledger struct {
+	load      Loader
+	nowUS     int64
+	starts    map[string]int64
+	overrides map[string]map[string]int64
+	values    map[Key]int64
+	dirty     map[Key]bool
+	started   []string // sessions whose clock this batch starts
+}
+
+// NewLedger returns a Ledger for a batch committed at now.
+func NewLedger(load Loader, now time.Time) *Ledger {
+	return &Ledger{load: load, nowUS: now.UnixMicro(), starts: map[string]int64{},
+		overrides: map[string]map[string]int64{}, values: map[Key]int64{}, dirty: map[Key]bool{}}
+}
+
+func (l *Ledger) start(session string) (int64, error) {
+	if us, ok := l.starts[session]; ok {
+		return us, nil
+	}
+	us, ok, err := l.load.SessionStart(session)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		us = l.nowUS
+		l.started = append(l.started, session)
+	}
+	l.starts[session] = us
+	return us, nil
+}
+
+func (l *Ledger) limits(session string) (map[string]int64, error) {
+	if m, ok := l.overrides[session]; ok {
+		return m, nil
+	}
+	m, err := l.load.Overrides(session)
+	if err != nil {
+		return nil, err
+	}
+	l.overrides[session] = m
+	return m, nil
+}
+
+func (l *Ledger) value(k Key) (int64, error) {
+	if v, ok := l.values[k]; ok {
+		return v, nil
+	}
+	v, err := l.load.Counter(k)
+	if err != nil {
+		return 0, err
+	}
+	l.values[k] = v
+	return v, nil
+}
+
+// Decide decides a, sets a.Result and, when admitted, applies its
+// acquisitions to the ledger. The runtime cap is checked first, then every
+// acquisition in order (an acquisition's limit is the session's override
+// for its counter, else its Max); a counter named twice sees its first
+// increment. Nothing is applied unless everything fits.
+func (l *Ledger) Decide(a *Admission) error {
+	a.Result = store.AdmitResult{}
+	us, err := l.start(a.Session)
+	if err != nil {
+		return err
+	}
+	a.Result.SessionStart = time.UnixMicro(us).UTC()
+	over, err := l.limits(a.Session)
+	if err != nil {
+		return err
+	}
+	if a.MaxRuntime > 0 {
+		maxUS := a.MaxRuntime.Microseconds()
+		if v, ok := over[store.LimitSessionRuntime]; ok {
+			maxUS = math.MaxInt64 // an override too large for µs is no cap
+			if v < math.MaxInt64/1_000_000 {
+				maxUS = v * 1e6
+			}
+		}
+		if ranUS := l.nowUS - us; ranUS > maxUS {
+			a.Result.Hit = &store.LimitHit{Counter: store.LimitSessionRuntime, Current: ranUS / 1e6, Max: maxUS / 1e6}
+			return nil
+		}
+	}
+	next := make([]int64, len(a.Acquire))
+	for i, acq := range a.Acquire {
+		k := Key{a.Session, acq.Counter}
+		cur, err := l.value(k)
+		if err != nil {
+			return err
+		}
+		// An earlier acquisition of the same counter in this request.
+		for j := range i {
+			if a.Acquire[j].Counter == acq.Counter {
+				cur = next[j]
+			}
+		}
+		max := acq.Max
+		if v, ok := over[acq.Counter]; ok {
+			max = v
+		}
+		if cur+acq.N > max {
+			a.Result.Hit = &store.LimitHit{Counter: acq.Counter, Current: cur, Max: max}
+			return nil
+		}
+		next[i] = cur + acq.N
+	}
+	for i, acq := range a.Acquire {
+		k := Key{a.Session, acq.Counter}
+		l.values[k] = next[i]
+		l.dirty[k] = true
+	}
+	a.Result.Admitted = true
+	return nil
+}
+
+// Dirty returns the counters the batch changed, sorted, with their new
+// values.
+func (l *Ledger) Dirty() (keys []Key, values []int64) {
+	for k := range l.dirty {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b Key) int {
+		return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Name, b.Name))
+	})
+	for _, k := range keys {
+		values = append(values, l.values[k])
+	}
+	return keys, values
+}
+
+// Started returns the sessions whose clock the batch starts, and the start
+// (Unix µs).
+func (l *Ledger) Started() ([]string, int64) { return l.started, l.nowUS }

@@ -1,0 +1,116 @@
+package commit
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory/store"
+)
+
+// memState is a real, in-memory Loader that counts its reads.
+type memState struct {
+	starts    map[string]int64
+	overrides map[string]map[string]int64
+	counters  map[Key]int64
+	reads     int
+}
+
+func (m *memState) SessionStart(s string) (int64, bool, error) {
+	m.reads++
+	us, ok := m.starts[s]
+	return us, ok, nil
+}
+func (m *memState) Overrides(s string) (map[string]int64, error) {
+	m.reads++
+	return m.overrides[s], nil
+}
+func (m *memState) Counter(k Key) (int64, error) { m.reads++; return m.counters[k], nil }
+
+func TestLedgerDecide(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	hourAgo := now.Add(-time.Hour).UnixMicro()
+	acq := func(c string, n, max int64) store.Acquisition { return store.Acquisition{Counter: c, N: n, Max: max} }
+	tests := []struct {
+		name      string
+		start     int64 // 0: no session yet
+		overrides map[string]int64
+		counters  map[string]int64
+		adm       Admission
+		want      *store.LimitHit
+	}{
+		{"fits", hourAgo, nil, map[string]int64{"a": 1}, Admission{Acquire: []store.Acquisition{acq("a", 1, 2)}, MaxRuntime: 2 * time.Hour}, nil},
+		{"at the limit", 0, nil, map[string]int64{"a": 2}, Admission{Acquire: []store.Acquisition{acq("a", 1, 2)}}, &store.LimitHit{Counter: "a", Current: 2, Max: 2}},
+		{"override raises", 0, map[string]int64{"a": 3}, map[string]int64{"a": 2}, Admission{Acquire: []store.Acquisition{acq("a", 1, 2)}}, nil},
+		{"override lowers", 0, map[string]int64{"a": 1}, map[string]int64{"a": 1}, Admission{Acquire: []store.Acquisition{acq("a", 1, 5)}}, &store.LimitHit{Counter: "a", Current: 1, Max: 1}},
+		{"runtime over", hourAgo, nil, nil, Admission{MaxRuntime: 30 * time.Minute}, &store.LimitHit{Counter: store.LimitSessionRuntime, Current: 3600, Max: 1800}},
+		{"runtime exactly", hourAgo, nil, nil, Admission{MaxRuntime: time.Hour}, nil},
+		{"runtime override", hourAgo, map[string]int64{store.LimitSessionRuntime: 7200}, nil, Admission{MaxRuntime: time.Minute}, nil},
+		{"runtime override huge", hourAgo, map[string]int64{store.LimitSessionRuntime: math.MaxInt64}, nil, Admission{MaxRuntime: time.Minute}, nil},
+		{"runtime override zero", hourAgo, map[string]int64{store.LimitSessionRuntime: 0}, nil, Admission{MaxRuntime: time.Hour}, &store.LimitHit{Counter: store.LimitSessionRuntime, Current: 3600, Max: 0}},
+		{"no runtime cap", hourAgo, map[string]int64{store.LimitSessionRuntime: 0}, nil, Admission{}, nil},
+		{"new session", 0, nil, nil, Admission{MaxRuntime: time.Second}, nil},
+		{"runtime before counters", hourAgo, nil, map[string]int64{"a": 9}, Admission{Acquire: []store.Acquisition{acq("a", 1, 2)}, MaxRuntime: time.Second}, &store.LimitHit{Counter: store.LimitSessionRuntime, Current: 3600, Max: 1}},
+		{"first hit reported", 0, nil, map[string]int64{"a": 2, "b": 2}, Admission{Acquire: []store.Acquisition{acq("a", 1, 2), acq("b", 1, 2)}}, &store.LimitHit{Counter: "a", Current: 2, Max: 2}},
+		{"same counter twice", 0, nil, nil, Admission{Acquire: []store.Acquisition{acq("a", 2, 3), acq("a", 2, 3)}}, &store.LimitHit{Counter: "a", Current: 2, Max: 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &memState{starts: map[string]int64{}, overrides: map[string]map[string]int64{"s": tc.overrides}, counters: map[Key]int64{}}
+			if tc.start != 0 {
+				m.starts["s"] = tc.start
+			}
+			for k, v := range tc.counters {
+				m.counters[Key{"s", k}] = v
+			}
+			l := NewLedger(m, now)
+			a := tc.adm
+			a.Session = "s"
+			if err := l.Decide(&a); err != nil {
+				t.Fatal(err)
+			}
+			if (a.Result.Hit == nil) != (tc.want == nil) || (tc.want != nil && *a.Result.Hit != *tc.want) || a.Result.Admitted != (tc.want == nil) {
+				t.Fatalf("result %+v hit %+v, want hit %+v", a.Result, a.Result.Hit, tc.want)
+			}
+			keys, values := l.Dirty()
+			if tc.want != nil && len(keys) != 0 {
+				t.Fatalf("a refusal changed counters: %v %v", keys, values)
+			}
+			started, _ := l.Started()
+			if (tc.start == 0) != (len(started) == 1) {
+				t.Fatalf("started %v with recorded start %d", started, tc.start)
+			}
+			wantStart := tc.start
+			if wantStart == 0 {
+				wantStart = now.UnixMicro()
+			}
+			if a.Result.SessionStart.UnixMicro() != wantStart {
+				t.Fatalf("session start %v", a.Result.SessionStart)
+			}
+		})
+	}
+}
+
+// Within a batch, later admissions see earlier ones, and each key is read
+// once.
+func TestLedgerBatch(t *testing.T) {
+	m := &memState{starts: map[string]int64{}, overrides: map[string]map[string]int64{}, counters: map[Key]int64{{"s", "a"}: 1}}
+	l := NewLedger(m, time.Now())
+	admitted := 0
+	for range 5 {
+		a := &Admission{Session: "s", Acquire: []store.Acquisition{{Counter: "a", N: 1, Max: 3}, {Counter: "b", N: 2, Max: 100}}}
+		if err := l.Decide(a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Result.Admitted {
+			admitted++
+		}
+	}
+	keys, values := l.Dirty()
+	if admitted != 2 || len(keys) != 2 || keys[0].Name != "a" || values[0] != 3 || values[1] != 4 {
+		t.Fatalf("admitted %d, dirty %v %v", admitted, keys, values)
+	}
+	if m.reads != 4 { // start, overrides, a, b
+		t.Fatalf("%d reads, want 4", m.reads)
+	}
+}

@@ -1,0 +1,340 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+)
+
+// startRecord is a call's start record for session sess.
+func startRecord(sess string, i int) *audit.Record {
+	r := Record(i)
+	r.Session, r.Phase, r.Status = sess, audit.PhaseStart, audit.StatusRunning
+	return r
+}
+
+// 1,000 concurrent callers against a cap of 400, split across two Stores,
+// three in four through Admit (which also takes a second counter), one in
+// four through plain Acquire: exactly 400 succeed, every value 1..400 is
+// seen once, exactly the admitted calls have a start record, and the chain
+// verifies.
+func testAdmitExact(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	stores := []store.Store{open(t), open(t)}
+	var (
+		wg                 sync.WaitGroup
+		mu                 sync.Mutex
+		values             []int64
+		admitted, acquired int
+		ids                = map[string]bool{}
+	)
+	for i := range 1000 {
+		s := stores[i%2]
+		wg.Go(func() {
+			if i%4 == 3 {
+				cur, ok, err := s.Acquire(ctx, "sess", "tool_calls", 1, 400)
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				if ok {
+					mu.Lock()
+					acquired++
+					values = append(values, cur)
+					mu.Unlock()
+				}
+				return
+			}
+			rec := startRecord("sess", i)
+			res, err := s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: rec, MaxRuntime: time.Hour,
+				Acquire: []store.Acquisition{{Counter: "tool_calls", N: 1, Max: 400}, {Counter: "events", N: 2, Max: 1 << 40}}})
+			if err != nil {
+				t.Errorf("admit: %v", err)
+				return
+			}
+			if res.SessionStart.IsZero() {
+				t.Errorf("admit: no session start")
+			}
+			if !res.Admitted {
+				if res.Hit == nil || *res.Hit != (store.LimitHit{Counter: "tool_calls", Current: 400, Max: 400}) {
+					t.Errorf("refused with %+v, want tool_calls 400/400", res.Hit)
+				}
+				if rec.Seq != 0 || rec.Hash != "" {
+					t.Errorf("a refused record was sealed: seq %d", rec.Seq)
+				}
+				return
+			}
+			if rec.Seq == 0 || rec.Hash == "" {
+				t.Errorf("admitted record not sealed")
+			}
+			mu.Lock()
+			admitted++
+			ids[rec.ID] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if admitted+acquired != 400 {
+		t.Fatalf("%d admitted + %d acquired, want exactly 400", admitted, acquired)
+	}
+	t.Logf("%d admitted, %d acquired", admitted, acquired)
+	m, err := stores[0].Counters(ctx, "sess")
+	if err != nil || m["tool_calls"] != 400 || m["events"] != int64(2*admitted) {
+		t.Fatalf("counters %v (%v), want tool_calls 400, events %d", m, err, 2*admitted)
+	}
+	slices.Sort(values)
+	if len(slices.Compact(values)) != len(values) {
+		t.Fatalf("plain acquisitions saw a value twice: %v", values)
+	}
+	n, _ := countAudit(t, ctx, stores[1])
+	if n != int64(admitted) {
+		t.Fatalf("%d records stored, want %d (one per admitted call)", n, admitted)
+	}
+	err = stores[1].IterAudit(ctx, func(r *audit.Record) error {
+		if !ids[r.ID] {
+			return fmt.Errorf("record %d (%s) of a call that was not admitted", r.Seq, r.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[0].VerifyAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A refused admission applies none of its acquisitions (not even those
+// before the one that does not fit) and appends nothing.
+func testAdmitRefusal(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s := open(t)
+	mustAppend(t, ctx, s, Record(0))
+	if _, ok, err := s.Acquire(ctx, "s", "b", 3, 3); !ok || err != nil {
+		t.Fatalf("acquire: %v %v", ok, err)
+	}
+	head0, _ := s.AuditHead(ctx)
+	tests := []struct {
+		name string
+		acq  []store.Acquisition
+		hit  store.LimitHit
+	}{
+		{"second does not fit", []store.Acquisition{acq("a", 1, 10), acq("b", 1, 3), acq("c", 1, 10)}, store.LimitHit{Counter: "b", Current: 3, Max: 3}},
+		{"first does not fit", []store.Acquisition{acq("c", 11, 10), acq("a", 1, 10)}, store.LimitHit{Counter: "c", Current: 0, Max: 10}},
+		{"same counter twice", []store.Acquisition{acq("a", 6, 10), acq("a", 5, 10)}, store.LimitHit{Counter: "a", Current: 6, Max: 10}},
+	}
+	for _, tc := range tests {
+		rec := startRecord("s", 1)
+		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: rec, Acquire: tc.acq})
+		if err != nil || res.Admitted || res.Hit == nil || *res.Hit != tc.hit {
+			t.Fatalf("%s: %+v %+v %v, want hit %+v", tc.name, res, res.Hit, err, tc.hit)
+		}
+		if rec.Seq != 0 {
+			t.Fatalf("%s: refused record got seq %d", tc.name, rec.Seq)
+		}
+	}
+	if m, _ := s.Counters(ctx, "s"); m["a"] != 0 || m["b"] != 3 || m["c"] != 0 {
+		t.Fatalf("a refused admission changed counters: %v", m)
+	}
+	if head, _ := s.AuditHead(ctx); head != head0 {
+		t.Fatalf("a refused admission moved the head: %+v → %+v", head0, head)
+	}
+	// The same counter twice within the limit takes both.
+	rec := startRecord("s", 2)
+	res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: rec, Acquire: []store.Acquisition{acq("a", 4, 10), acq("a", 6, 10), acq("b", 0, 3)}})
+	if err != nil || !res.Admitted || res.Hit != nil || rec.Seq != head0.Seq+1 {
+		t.Fatalf("admit: %+v %v seq %d", res, err, rec.Seq)
+	}
+	if m, _ := s.Counters(ctx, "s"); m["a"] != 10 || m["b"] != 3 {
+		t.Fatalf("counters %v", m)
+	}
+	got, err := s.ListAudit(ctx, store.AuditFilter{CallID: rec.ID})
+	if err != nil || len(got) != 1 || got[0].Hash != rec.Hash || got[0].Session != "s" {
+		t.Fatalf("admitted record: %v %v", got, err)
+	}
+	if err := s.VerifyAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Overrides set through another Store replace Max, as for Acquire.
+func testAdmitOverride(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s, other := open(t), open(t)
+	admit := func(max int64) store.AdmitResult {
+		t.Helper()
+		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: startRecord("s", 0), Acquire: []store.Acquisition{acq("calls", 1, max)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if err := other.SetLimitOverride(ctx, "s", "calls", 2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if res := admit(100); !res.Admitted {
+			t.Fatalf("admit %d under override 2: %+v", i, res.Hit)
+		}
+	}
+	if res := admit(100); res.Admitted || *res.Hit != (store.LimitHit{Counter: "calls", Current: 2, Max: 2}) {
+		t.Fatalf("admit over override: %+v %+v", res, res.Hit)
+	}
+	if err := other.SetLimitOverride(ctx, "s", "calls", 3); err != nil {
+		t.Fatal(err)
+	}
+	if res := admit(1); !res.Admitted {
+		t.Fatalf("admit after extend: %+v", res.Hit)
+	}
+	if err := other.SetLimitOverride(ctx, "s", "calls", -1); err != nil {
+		t.Fatal(err)
+	}
+	if res := admit(3); res.Admitted || *res.Hit != (store.LimitHit{Counter: "calls", Current: 3, Max: 3}) {
+		t.Fatalf("admit after removing the override: %+v %+v", res, res.Hit)
+	}
+	if res := admit(4); !res.Admitted {
+		t.Fatalf("admit under max 4: %+v", res.Hit)
+	}
+	if err := s.VerifyAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The runtime cap: Admit starts the session clock on first use (the same
+// one SessionStart reports), and refuses once the session has run longer
+// than MaxRuntime or the "session_runtime" override.
+func testAdmitRuntime(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s := open(t)
+	req := func(sess string, max time.Duration) *store.AdmitRequest {
+		return &store.AdmitRequest{Session: sess, Record: startRecord(sess, 0), MaxRuntime: max, Acquire: []store.Acquisition{acq("calls", 1, 100)}}
+	}
+	res, err := s.Admit(ctx, req("r", time.Hour))
+	if err != nil || !res.Admitted {
+		t.Fatalf("first admit: %+v %v", res, err)
+	}
+	start, err := s.SessionStart(ctx, "r")
+	if err != nil || !start.Equal(res.SessionStart) {
+		t.Fatalf("SessionStart %v, Admit reported %v (%v)", start, res.SessionStart, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	res, err = s.Admit(ctx, req("r", time.Millisecond))
+	if err != nil || res.Admitted || *res.Hit != (store.LimitHit{Counter: store.LimitSessionRuntime, Current: 0, Max: 0}) || !res.SessionStart.Equal(start) {
+		t.Fatalf("admit past the runtime cap: %+v %+v %v", res, res.Hit, err)
+	}
+	if m, _ := s.Counters(ctx, "r"); m["calls"] != 1 {
+		t.Fatalf("refused by runtime but counted: %v", m)
+	}
+	// The override (seconds) replaces MaxRuntime…
+	if err := s.SetLimitOverride(ctx, "r", store.LimitSessionRuntime, 0); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := s.Admit(ctx, req("r", time.Hour)); res.Admitted || res.Hit.Counter != store.LimitSessionRuntime {
+		t.Fatalf("override 0 s: %+v", res)
+	}
+	if err := s.SetLimitOverride(ctx, "r", store.LimitSessionRuntime, 3600); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := s.Admit(ctx, req("r", time.Millisecond)); !res.Admitted {
+		t.Fatalf("override 3600 s: %+v", res.Hit)
+	}
+	// …but MaxRuntime 0 is no runtime cap at all.
+	if err := s.SetLimitOverride(ctx, "r", store.LimitSessionRuntime, 0); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := s.Admit(ctx, req("r", 0)); !res.Admitted {
+		t.Fatalf("no runtime cap: %+v", res.Hit)
+	}
+	// A session reset restarts the clock.
+	if err := s.ResetSession(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetLimitOverride(ctx, "r", store.LimitSessionRuntime, -1); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Admit(ctx, req("r", time.Hour))
+	if err != nil || !res.Admitted || !res.SessionStart.After(start) {
+		t.Fatalf("after reset: %+v %v (start %v)", res, err, start)
+	}
+	// A refused first admission still starts the clock.
+	res, err = s.Admit(ctx, &store.AdmitRequest{Session: "new", Record: startRecord("new", 0), Acquire: []store.Acquisition{acq("calls", 2, 1)}})
+	if err != nil || res.Admitted || res.SessionStart.IsZero() {
+		t.Fatalf("refused first admission: %+v %v", res, err)
+	}
+	if st, _ := s.SessionStart(ctx, "new"); !st.Equal(res.SessionStart) {
+		t.Fatalf("session clock %v, admit reported %v", st, res.SessionStart)
+	}
+	if err := s.VerifyAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testAdmitInvalid(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s := open(t)
+	for _, req := range []*store.AdmitRequest{
+		nil,
+		{Session: "s"},
+		{Session: "s", Record: Record(0), Acquire: []store.Acquisition{acq("a", -1, 10)}},
+		{Session: "s", Record: Record(0), Acquire: []store.Acquisition{acq("", 1, 10)}},
+		{Session: "s", Record: Record(0), MaxRuntime: -time.Second},
+	} {
+		if _, err := s.Admit(ctx, req); !errors.Is(err, store.ErrInvalid) {
+			t.Fatalf("Admit(%+v) = %v, want ErrInvalid", req, err)
+		}
+	}
+	if m, _ := s.Counters(ctx, "s"); len(m) != 0 {
+		t.Fatalf("invalid admissions changed counters: %v", m)
+	}
+	s.Close()
+	if _, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: Record(0)}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("admit after close: %v", err)
+	}
+}
+
+// Admissions and plain appends share the group commit and one chain.
+func testAdmitMixedWithAppend(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s := open(t)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				if err := s.AppendAudit(ctx, Record(i)); err != nil {
+					t.Errorf("append: %v", err)
+				}
+				return
+			}
+			sess := fmt.Sprintf("s%d", i%5)
+			res, err := s.Admit(ctx, &store.AdmitRequest{Session: sess, Record: startRecord(sess, i), Acquire: []store.Acquisition{acq("calls", 1, 10)}})
+			if err != nil {
+				t.Errorf("admit: %v", err)
+			} else if !res.Admitted && res.Hit.Current != 10 {
+				t.Errorf("refused below the cap: %+v", res.Hit)
+			}
+		})
+	}
+	wg.Wait()
+	n, _ := countAudit(t, ctx, s)
+	if n != 100+5*10 {
+		t.Fatalf("%d records, want 150 (100 appended, 10 admitted per session)", n)
+	}
+	for i := range 5 {
+		if m, _ := s.Counters(ctx, fmt.Sprintf("s%d", i)); m["calls"] != 10 {
+			t.Fatalf("session %d counters %v", i, m)
+		}
+	}
+	if err := s.VerifyAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func acq(counter string, n, max int64) store.Acquisition {
+	return store.Acquisition{Counter: counter, N: n, Max: max}
+}
