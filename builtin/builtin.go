@@ -16,14 +16,15 @@ import (
 
 // All returns a new instance of every built-in tool, with default options
 // (see AllWith).
-func All() []armory.Tool { return AllWith(WebOptions{}) }
+func All() []armory.Tool { return AllWith(WebOptions{}, ProcessOptions{}) }
 
 // AllWith returns every built-in tool; web tools use web (SSRF allowances,
-// limits, the search endpoint).
-func AllWith(web WebOptions) []armory.Tool {
+// limits, the search endpoint), process tools proc (timeouts, limits).
+func AllWith(web WebOptions, proc ProcessOptions) []armory.Tool {
 	return []armory.Tool{
 		&Read{}, &Write{}, &List{}, &Edit{}, &Search{}, &Delete{},
 		NewFetch(web), NewWebSearch(web), NewBrowser(web),
+		NewCLI(proc), NewPython(proc),
 	}
 }
 

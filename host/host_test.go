@@ -40,11 +40,12 @@ func TestExampleWorldRegistries(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"architect":  {"devtools.repo-git", "devtools.word-count", "tool.fetch", "web.search", "workspace.delete", "workspace.edit", "workspace.list", "workspace.read", "workspace.search", "workspace.write"},
+		"architect":  {"devtools.repo-git", "devtools.word-count", "tool.cli", "tool.fetch", "tool.python", "web.search", "workspace.delete", "workspace.edit", "workspace.list", "workspace.read", "workspace.search", "workspace.write"},
 		"reviewer":   {"devtools.word-count", "workspace.read", "workspace.search"},
 		"scribe":     {"workspace.delete", "workspace.edit", "workspace.read", "workspace.write"},
 		"intern":     {"workspace.list", "workspace.read", "workspace.search"},
 		"researcher": {"tool.browser", "tool.fetch", "web.search", "workspace.list", "workspace.read", "workspace.search"},
+		"warden":     {"workspace.list", "workspace.read", "workspace.search"}, // approval.* are added by the pipeline
 	}
 	for id, w := range want {
 		if got := names(h, id); !slices.Equal(got, w) {
@@ -110,7 +111,7 @@ func TestExplainReasons(t *testing.T) {
 			}
 		}
 	}
-	if _, err := h.Explain("ghost", "workspace.read"); armory.KindOf(err) != armory.KindNotFound || !strings.Contains(err.Error(), "agents: architect, intern, researcher, reviewer, scribe") {
+	if _, err := h.Explain("ghost", "workspace.read"); armory.KindOf(err) != armory.KindNotFound || !strings.Contains(err.Error(), "agents: architect, intern, researcher, reviewer, scribe, warden") {
 		t.Fatalf("unknown agent: %v", err)
 	}
 }
@@ -122,7 +123,7 @@ func TestAccessSummary(t *testing.T) {
 	}
 	ag, _ := h.Agent("architect")
 	s := h.AccessSummary(ag)
-	if s.Mode != "access" || !slices.Equal(s.Groups, []string{"devops", "writer"}) || !slices.Equal(s.GrantedPrivileged, []string{"devtools.repo-git", "devtools.word-count", "workspace.delete", "workspace.edit", "workspace.write"}) {
+	if s.Mode != "access" || !slices.Equal(s.Groups, []string{"devops", "writer"}) || !slices.Equal(s.GrantedPrivileged, []string{"devtools.repo-git", "devtools.word-count", "tool.cli", "tool.python", "workspace.delete", "workspace.edit", "workspace.write"}) {
 		t.Fatalf("summary = %+v", s)
 	}
 	b, _ := json.Marshal(h.AccessSummary(h.agents["intern"]))

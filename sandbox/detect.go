@@ -112,7 +112,8 @@ func (d *Detection) unavailable(b Backend) error {
 func (d *Detection) helperAttr() *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setsid: true}
 	if d.helperPIDNS {
-		a.Cloneflags = syscall.CLONE_NEWPID
+		// A mount namespace too, for the namespace's own /proc (runInit).
+		a.Cloneflags = syscall.CLONE_NEWPID | syscall.CLONE_NEWNS
 		if d.helperUserNS {
 			uid, gid := os.Getuid(), os.Getgid()
 			a.Cloneflags |= syscall.CLONE_NEWUSER

@@ -74,6 +74,19 @@ func MaybeRunHelper() {
 // (go-landlock's all-threads syscalls also cannot run in a namespace init.)
 func runInit() {
 	status := os.NewFile(3, "status")
+	// The namespace gets its own /proc (Run clones a mount namespace with
+	// the PID namespace): the helper's own pid must be found there, as
+	// psx (go-landlock's all-threads syscalls when built with cgo) reads
+	// /proc/<getpid()>/task; the host's /proc would name other processes.
+	// The mount stays private to the namespace.
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		fmt.Fprintf(status, "helper init: make mounts private: %v", err)
+		os.Exit(126)
+	}
+	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+		fmt.Fprintf(status, "helper init: mount /proc: %v", err)
+		os.Exit(126)
+	}
 	p, err := os.StartProcess("/proc/self/exe", os.Args, &os.ProcAttr{
 		Env:   os.Environ(),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, status},

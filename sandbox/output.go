@@ -40,6 +40,7 @@ type capture struct {
 	kept   []byte
 	total  int64
 	sink   *progressSink
+	tee    io.Writer // every byte, or nil
 }
 
 func newCapture(stream string, max int, sink *progressSink) *capture {
@@ -56,6 +57,9 @@ func (c *capture) drain(r io.Reader) {
 		n, err := r.Read(buf)
 		if n > 0 {
 			c.total += int64(n)
+			if c.tee != nil {
+				_, _ = c.tee.Write(buf[:n])
+			}
 			if room := c.max - len(c.kept); room > 0 {
 				take := min(room, n)
 				start := len(c.kept)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -104,6 +105,13 @@ type Policy struct {
 	MaxOutput int
 	// Limits are the per-process resource limits.
 	Limits Limits
+	// StdoutTee, when not nil, receives every byte of stdout as it is read,
+	// kept or dropped (MaxOutput does not apply to it), for example to parse
+	// a long NDJSON stream whose last line matters. It is called on the
+	// goroutine that drains the pipe, never concurrently with itself and
+	// only before Run returns; it must not block or retain p, and its
+	// errors are ignored.
+	StdoutTee io.Writer
 }
 
 // ErrPolicy is wrapped by every error that reports an invalid Policy.

@@ -186,6 +186,7 @@ func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, e
 	pid := l.cmd.Process.Pid
 
 	stdout := newCapture("stdout", r.MaxOutput, sink)
+	stdout.tee = r.StdoutTee
 	stderr := newCapture("stderr", r.MaxOutput, sink)
 	var readers sync.WaitGroup
 	readers.Add(2)

@@ -1,8 +1,9 @@
 // Package toolbox turns the CLI tools declared in a world's
 // toolbox/<name>/toolbox.yaml into armory.Tools. A toolbox tool runs its
-// binary directly (no shell): declared arguments become argv entries, a
-// missing required argument is a tool error, and the timeout and output cap
-// are enforced. The process tree is killed as a whole (process group).
+// binary directly (no shell) inside the process sandbox (package sandbox):
+// declared arguments become argv entries, a missing required argument is a
+// tool error, and the timeout, output cap and rlimits are enforced. The
+// whole process tree is killed when the run ends.
 package toolbox
 
 import (
@@ -13,14 +14,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/toolbox/compact"
 	"github.com/armory-dev/armory/world"
 )
@@ -28,6 +30,7 @@ import (
 // Tool is a toolbox tool. Safe for concurrent use.
 type Tool struct {
 	def  *world.ToolboxTool
+	dir  string // folder of the binary's files, mounted read-only; or ""
 	spec armory.Spec
 	man  armory.Manifest
 }
@@ -36,10 +39,28 @@ var _ armory.Tool = (*Tool)(nil)
 
 // New builds the tool for def.
 func New(def *world.ToolboxTool) *Tool {
-	t := &Tool{def: def, man: def.Manifest}
-	t.man.Requires = append(t.man.Requires, armory.Requirement{Kind: "binary", Name: def.BinaryPath})
+	t := &Tool{def: def, dir: binaryDir(def), man: def.Manifest}
+	t.man.Requires = append(slices.Clone(t.man.Requires),
+		armory.Requirement{Kind: "binary", Name: def.BinaryPath},
+		armory.Requirement{Kind: sandbox.RequirementKind, Name: "process sandbox (bwrap or landlock)"})
 	t.spec = armory.Spec{Name: def.FullName(), Description: def.Description, InputSchema: inputSchema(def.Args)}
 	return t
+}
+
+// binaryDir is the folder a tool's binary needs: the toolbox folder for a
+// binary given relative to it, the binary's own folder for an absolute
+// one, "" for a name found on PATH.
+func binaryDir(def *world.ToolboxTool) string {
+	switch {
+	case filepath.IsAbs(def.Binary):
+		return filepath.Dir(def.BinaryPath)
+	case strings.Contains(def.Binary, "/"):
+		if d, ok := strings.CutSuffix(def.BinaryPath, "/"+filepath.Clean(def.Binary)); ok && d != "" {
+			return d
+		}
+		return filepath.Dir(def.BinaryPath)
+	}
+	return ""
 }
 
 // FromWorld returns the tools of every toolbox the world allows, in no
@@ -195,20 +216,34 @@ func contains(xs []string, s string) bool {
 	return false
 }
 
-// Execute runs the binary with the mapped argv in the agent's workspace.
+// Execute runs the binary with the mapped argv in the agent's workspace,
+// inside the process sandbox (see Run). Failures: KindInvalid (arguments),
+// KindUnavailable (no workspace, no working sandbox, binary missing),
+// KindTimeout (the tree was killed at the tool's timeout), KindOther (a
+// non-zero exit or the process limit); failed runs keep their output.
 func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	argv, err := t.Argv(inv.Args)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	dir := ""
-	if inv.Agent != nil && inv.Agent.Workspace != "" {
-		if err := os.MkdirAll(inv.Agent.Workspace, 0o750); err != nil {
-			return armory.Failf(armory.KindInternal, "cannot create workspace: %v", err)
-		}
-		dir = inv.Agent.Workspace
+	if inv.Agent == nil || inv.Agent.Workspace == "" {
+		return armory.Failf(armory.KindUnavailable, "%s: this agent has no workspace to run tools in", t.spec.Name)
 	}
-	spec := RunSpec{Binary: t.def.BinaryPath, Args: argv, Dir: dir, Env: t.env(inv), Timeout: t.def.Timeout, MaxOutput: t.def.MaxOutput}
+	if err := os.MkdirAll(inv.Agent.Workspace, 0o750); err != nil {
+		return armory.Failf(armory.KindUnavailable, "cannot create workspace: %v", err)
+	}
+	spec := RunSpec{
+		Binary: t.def.BinaryPath, Args: argv,
+		Workspace: inv.Agent.Workspace, Sandbox: inv.Agent.Sandbox,
+		Env: BaseEnv(inv.Agent), PassEnv: t.def.Env,
+		Timeout: t.def.Timeout, MaxOutput: t.def.MaxOutput,
+		Limits: sandbox.Limits{Memory: Memory},
+	}
+	if t.dir != "" {
+		// Readable even where the sandbox hides the host's folder (a world
+		// under /tmp); bound read-only, so the tool cannot change itself.
+		spec.ReadOnly = []string{t.dir}
+	}
 	var stream *compact.Stream
 	if compact.IsCodingAgent(t.spec.Name) {
 		// Coding agents (seed 000): the whole NDJSON stream is parsed as it
@@ -219,72 +254,100 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 			stream.OnProgress(inv.Progress)
 		}
 		spec.StdoutTee = stream
+	} else {
+		spec.Progress = inv.Progress
 	}
 	out := Run(ctx, spec)
-	if stream != nil {
+	if stream != nil && out.StartErr == nil {
 		if summary, ok := stream.Summary(); ok {
 			out.Stdout, out.StdoutTotal = []byte(summary), int64(len(summary))
+			out.Truncated = out.StderrTotal > int64(t.def.MaxOutput)
 		}
 	}
 	return out.Result(t.spec.Name)
 }
 
-func (t *Tool) env(inv armory.Invocation) []string {
-	env := BaseEnv(inv.Agent)
-	for _, k := range t.def.Env {
-		if v, ok := os.LookupEnv(k); ok {
-			env = append(env, k+"="+v)
-		}
-	}
-	return env
-}
+// Memory is the address-space limit (RLIMIT_AS) of toolbox processes. It is
+// above the sandbox default because the runtimes of typical toolbox
+// binaries (Node's V8, the JVM, Go) reserve large address ranges up front.
+const Memory = 8 << 30
 
-// BaseEnv is the reduced environment every toolbox process gets: PATH,
-// LANG, TERM=dumb, HOME and AGENT_WORKSPACE set to the workspace, and
-// ARMORY_AGENT. Nothing else of armory's own environment leaks through.
-func BaseEnv(agent *armory.AgentEnv) []string {
-	path := os.Getenv("PATH")
-	if path == "" {
-		path = "/usr/local/bin:/usr/bin:/bin"
-	}
-	env := []string{"PATH=" + path, "LANG=C.UTF-8", "TERM=dumb"}
+// BaseEnv is what a toolbox process gets on top of the sandbox's
+// allow-list (PATH, HOME = the workspace, TERM=dumb, TMPDIR; see package
+// sandbox): LANG=C.UTF-8, AGENT_WORKSPACE (the workspace) and ARMORY_AGENT
+// (the agent id). Nothing else of armory's own environment leaks through;
+// the variables a tool declares under env: are copied by name.
+func BaseEnv(agent *armory.AgentEnv) map[string]string {
+	env := map[string]string{"LANG": "C.UTF-8"}
 	if agent != nil {
-		env = append(env, "HOME="+agent.Workspace, "AGENT_WORKSPACE="+agent.Workspace, "ARMORY_AGENT="+agent.ID)
+		env["AGENT_WORKSPACE"] = agent.Workspace
+		env["ARMORY_AGENT"] = agent.ID
 	}
 	return env
 }
 
-// RunSpec is one unsandboxed process run.
+// RunSpec is one sandboxed process run.
 type RunSpec struct {
-	Binary    string
-	Args      []string
+	// Binary is an absolute path or a name looked up on the sandbox's PATH.
+	Binary string
+	Args   []string
+	// Workspace is the writable folder (required, must exist) and the
+	// default working directory; Dir is an optional working directory
+	// inside it.
+	Workspace string
 	Dir       string
-	Env       []string
+	// ReadOnly lists extra absolute folders mounted read-only (the
+	// toolbox folder).
+	ReadOnly []string
+	// Sandbox selects the backend and grants the network (see
+	// armory.SandboxPolicy).
+	Sandbox armory.SandboxPolicy
+	// Env is applied over the sandbox's base environment; PassEnv names
+	// variables copied from armory's environment when set.
+	Env     map[string]string
+	PassEnv []string
+	// Timeout (default world.DefaultToolTimeout) and MaxOutput per stream
+	// (default world.DefaultToolMaxOutput).
 	Timeout   time.Duration
-	MaxOutput int // per stream
+	MaxOutput int
+	// Limits are the rlimits (zero fields: the sandbox defaults).
+	Limits sandbox.Limits
 	// StdoutTee, when set, also receives every byte of stdout (not just
 	// the kept part). It must not block.
 	StdoutTee io.Writer
+	// Progress, when set, receives the kept output in line-sized pieces
+	// (stderr prefixed "[stderr] ").
+	Progress func(msg string)
 }
 
 // Outcome is what a run produced.
 type Outcome struct {
-	ExitCode       int
+	ExitCode int
+	// Stdout and Stderr are the kept bytes, followed by the sandbox's
+	// "\n(N bytes, truncated)" marker (N dropped bytes) when cut.
 	Stdout, Stderr []byte
 	StdoutTotal    int64
 	StderrTotal    int64
 	TimedOut       bool
-	StartErr       error
-	Duration       time.Duration
+	// Killed and KillReason ("timeout", "canceled", "process limit") say
+	// whether the sandbox stopped the run.
+	Killed     bool
+	KillReason string
+	Signal     string
+	Backend    sandbox.Backend
+	// Truncated is set when a stream carried more than MaxOutput bytes.
+	Truncated bool
+	// StartErr is set when nothing ran (invalid spec, no sandbox, binary
+	// not found); the other fields are then zero.
+	StartErr error
+	Duration time.Duration
 }
 
-// waitDelay bounds how long Run waits for pipes after the process exits or
-// is killed (a grandchild holding them open must not hang the call).
-const waitDelay = 2 * time.Second
-
-// Run starts spec's binary with stdin closed and kills its whole process
-// group when the timeout passes or ctx ends. Output beyond MaxOutput per
-// stream is drained and counted, not kept.
+// Run runs spec's binary with sandbox.Run: confined by the backend of
+// spec.Sandbox, stdin closed, the reduced environment, rlimits, and the
+// whole process tree killed at the timeout or when ctx ends. Output beyond
+// MaxOutput per stream is drained and counted, not kept. It never returns
+// before every process of the run is gone. Safe for concurrent use.
 func Run(ctx context.Context, spec RunSpec) Outcome {
 	if spec.Timeout <= 0 {
 		spec.Timeout = world.DefaultToolTimeout
@@ -292,93 +355,81 @@ func Run(ctx context.Context, spec RunSpec) Outcome {
 	if spec.MaxOutput <= 0 {
 		spec.MaxOutput = world.DefaultToolMaxOutput
 	}
-	ctx, cancel := context.WithTimeout(ctx, spec.Timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, spec.Binary, spec.Args...)
-	cmd.Dir = spec.Dir
-	cmd.Env = spec.Env
-	cmd.Stdin = nil // /dev/null
-	stdout := &capped{max: spec.MaxOutput}
-	stderr := &capped{max: spec.MaxOutput}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	if spec.StdoutTee != nil {
-		cmd.Stdout = io.MultiWriter(stdout, spec.StdoutTee)
+	if filepath.IsAbs(spec.Binary) {
+		// bwrap would report a missing binary as an exit status; say it
+		// plainly instead.
+		fi, err := os.Stat(spec.Binary)
+		if err == nil && (fi.IsDir() || fi.Mode()&0o111 == 0) {
+			err = fmt.Errorf("%s is not an executable file", spec.Binary)
+		}
+		if err != nil {
+			return Outcome{StartErr: err, ExitCode: -1}
+		}
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error {
-		// Kill the whole group: children that the tool started die too.
-		return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	p := sandbox.Policy{
+		Backend:   sandbox.Backend(spec.Sandbox.Backend),
+		Workspace: spec.Workspace,
+		Dir:       spec.Dir,
+		ReadOnly:  spec.ReadOnly,
+		Network:   spec.Sandbox.Network,
+		Env:       spec.Env,
+		PassEnv:   spec.PassEnv,
+		Timeout:   spec.Timeout,
+		MaxOutput: spec.MaxOutput,
+		Limits:    spec.Limits,
+		StdoutTee: spec.StdoutTee,
 	}
-	cmd.WaitDelay = waitDelay
-	start := time.Now()
-	err := cmd.Run()
-	o := Outcome{Stdout: stdout.buf.Bytes(), Stderr: stderr.buf.Bytes(), StdoutTotal: stdout.total, StderrTotal: stderr.total, Duration: time.Since(start)}
-	if cmd.Process != nil {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // leftovers of the group
+	progress, flush := sandbox.LineProgress(spec.Progress)
+	out, err := sandbox.Run(ctx, p, append([]string{spec.Binary}, spec.Args...), progress)
+	flush()
+	if err != nil {
+		return Outcome{StartErr: err, ExitCode: -1}
 	}
-	if ctx.Err() == context.DeadlineExceeded {
-		o.TimedOut = true
+	return Outcome{
+		ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
+		StdoutTotal: out.StdoutTotal, StderrTotal: out.StderrTotal,
+		TimedOut: out.TimedOut, Killed: out.Killed, KillReason: out.KillReason, Signal: out.Signal,
+		Backend: out.Backend, Duration: out.Duration,
+		Truncated: out.StdoutTotal > int64(spec.MaxOutput) || out.StderrTotal > int64(spec.MaxOutput),
 	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		o.ExitCode = ee.ExitCode()
-	case errors.Is(err, exec.ErrWaitDelay):
-	case cmd.Process == nil:
-		o.StartErr = err
-		o.ExitCode = -1
-	default:
-		o.ExitCode = -1
-	}
-	return o
 }
 
-// Result turns an outcome into the tool result a model reads.
+// Result turns an outcome into the tool result a model reads: stdout, a
+// "[stderr]" section, and a status line when the run failed. Value holds
+// exit_code, duration_ms, backend, timed_out and truncated.
 func (o Outcome) Result(tool string) armory.Result {
 	if o.StartErr != nil {
-		return armory.Failf(armory.KindUnavailable, "%s could not start: %v", tool, o.StartErr)
+		kind := armory.KindUnavailable
+		if errors.Is(o.StartErr, sandbox.ErrPolicy) {
+			kind = armory.KindInvalid
+		}
+		return armory.Failf(kind, "%s could not start: %v", tool, o.StartErr)
 	}
 	var b strings.Builder
 	b.Write(o.Stdout)
-	if o.StdoutTotal > int64(len(o.Stdout)) {
-		fmt.Fprintf(&b, "\n(%d bytes, truncated)", o.StdoutTotal)
-	}
 	if len(o.Stderr) > 0 {
-		if b.Len() > 0 {
+		if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 			b.WriteString("\n")
 		}
 		b.WriteString("[stderr]\n")
 		b.Write(o.Stderr)
-		if o.StderrTotal > int64(len(o.Stderr)) {
-			fmt.Fprintf(&b, "\n(%d bytes, truncated)", o.StderrTotal)
-		}
 	}
-	value := map[string]any{"exit_code": o.ExitCode, "duration_ms": o.Duration.Milliseconds()}
+	text := strings.ToValidUTF8(b.String(), "\uFFFD")
+	value := map[string]any{
+		"exit_code": o.ExitCode, "duration_ms": o.Duration.Milliseconds(), "backend": string(o.Backend),
+		"timed_out": o.TimedOut, "truncated": o.Truncated,
+	}
+	sep := ""
+	if text != "" && !strings.HasSuffix(text, "\n") {
+		sep = "\n"
+	}
 	switch {
 	case o.TimedOut:
-		return armory.Result{Success: false, Kind: armory.KindTimeout, Text: fmt.Sprintf("%s\n[timed out after %s; the process tree was killed]", b.String(), o.Duration.Round(time.Millisecond)), Value: value}
+		return armory.Result{Success: false, Kind: armory.KindTimeout, Text: fmt.Sprintf("%s%s[timed out after %s; the process tree was killed]", text, sep, o.Duration.Round(time.Millisecond)), Value: value}
+	case o.Killed:
+		return armory.Result{Success: false, Kind: armory.KindOther, Text: fmt.Sprintf("%s%s[killed: %s; the process tree was killed]", text, sep, o.KillReason), Value: value}
 	case o.ExitCode != 0:
-		return armory.Result{Success: false, Kind: armory.KindOther, Text: fmt.Sprintf("%s\n[exit code %s]", b.String(), strconv.Itoa(o.ExitCode)), Value: value}
+		return armory.Result{Success: false, Kind: armory.KindOther, Text: fmt.Sprintf("%s%s[exit code %s]", text, sep, strconv.Itoa(o.ExitCode)), Value: value}
 	}
-	return armory.Result{Success: true, Text: b.String(), Value: value}
-}
-
-// capped keeps the first max bytes written and counts the rest.
-type capped struct {
-	max   int
-	buf   bytes.Buffer
-	total int64
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	c.total += int64(len(p))
-	if room := c.max - c.buf.Len(); room > 0 {
-		if len(p) > room {
-			c.buf.Write(p[:room])
-		} else {
-			c.buf.Write(p)
-		}
-	}
-	return len(p), nil
+	return armory.Result{Success: true, Text: text, Value: value}
 }

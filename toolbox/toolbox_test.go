@@ -3,6 +3,8 @@ package toolbox
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,8 +14,23 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/world"
 )
+
+func TestMain(m *testing.M) {
+	sandbox.MaybeRunHelper()
+	os.Exit(m.Run())
+}
+
+// needSandbox skips (locally) or fails (CI) when no sandbox backend works.
+func needSandbox(t *testing.T) {
+	t.Helper()
+	if err := sandbox.Requirement(""); err != nil {
+		testenv.Missing(t, "a process sandbox (bwrap or Landlock)", err.Error())
+	}
+}
 
 func def(binary string, args ...world.Arg) *world.ToolboxTool {
 	return &world.ToolboxTool{Toolbox: "devtools", Name: "t", Binary: binary, BinaryPath: binary, Args: args,
@@ -79,94 +96,203 @@ func TestSchemaFromArgs(t *testing.T) {
 	if s.Name != "devtools.t" || sch.Properties["all"].Type != "boolean" || sch.Properties["command"].Type != "string" || !slices.Equal(sch.Required, []string{"command"}) || sch.Additional || len(sch.Properties["mode"].Enum) != 2 {
 		t.Fatalf("schema = %s", s.InputSchema)
 	}
-	if New(def("git")).Manifest().Requires[0] != (armory.Requirement{Kind: "binary", Name: "git"}) {
-		t.Fatal("binary requirement missing")
+	req := New(def("git")).Manifest().Requires
+	if len(req) != 2 || req[0] != (armory.Requirement{Kind: "binary", Name: "git"}) || req[1].Kind != sandbox.RequirementKind {
+		t.Fatalf("requirements = %v", req)
 	}
 }
 
-func script(t *testing.T, body string) string {
+// script writes a toolbox folder (under t.TempDir, which the bwrap
+// sandbox hides behind its private /tmp unless the tool mounts it) holding
+// tool.sh, and returns a definition that names it "./tool.sh" as a
+// toolbox.yaml would.
+func scriptDef(t *testing.T, body string, args ...world.Arg) *world.ToolboxTool {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "tool.sh")
+	needSandbox(t)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tool.sh")
 	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return p
+	d := def(p, args...)
+	d.Binary = "./tool.sh"
+	return d
 }
 
 func inv(t *testing.T, args string) armory.Invocation {
 	return armory.Invocation{Args: json.RawMessage(args), Agent: &armory.AgentEnv{ID: "a1", Workspace: filepath.Join(t.TempDir(), "ws")}}
 }
 
-func TestExecuteRunsInWorkspaceWithReducedEnv(t *testing.T) {
-	t.Setenv("ARMORY_SECRET_TOKEN", "hunter2")
-	t.Setenv("PASS_ME", "yes")
-	d := def(script(t, `echo "pwd=$(pwd) home=$HOME agent=$ARMORY_AGENT secret=${ARMORY_SECRET_TOKEN:-none} pass=${PASS_ME:-none} args=$*"; read x || echo "stdin closed"`), world.Arg{Name: "x", Type: world.ArgPositional})
-	d.Env = []string{"PASS_ME"}
-	in := inv(t, `{"x":"hello world"}`)
-	res := New(d).Execute(context.Background(), in)
-	ws := in.Agent.Workspace
-	want := "pwd=" + ws + " home=" + ws + " agent=a1 secret=none pass=yes args=hello world\nstdin closed\n"
-	if !res.Success || res.Text != want {
-		t.Fatalf("result = %+v\nwant text %q", res, want)
+// backends are the sandbox backends a toolbox tool may run under.
+var backends = []sandbox.Backend{sandbox.BackendBwrap, sandbox.BackendLandlock, sandbox.BackendNone}
+
+func forEachBackend(t *testing.T, f func(t *testing.T, b sandbox.Backend)) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			if err := sandbox.Requirement(string(b)); err != nil {
+				if b == sandbox.BackendBwrap {
+					testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
+				}
+				testenv.Missing(t, "sandbox backend "+string(b), err.Error())
+			}
+			f(t, b)
+		})
 	}
 }
 
+func invOn(t *testing.T, b sandbox.Backend, args string) armory.Invocation {
+	in := inv(t, args)
+	in.Agent.Sandbox.Backend = string(b)
+	return in
+}
+
+func TestExecuteRunsInWorkspaceWithReducedEnv(t *testing.T) {
+	t.Setenv("ARMORY_SECRET_TOKEN", "hunter2")
+	t.Setenv("PASS_ME", "yes")
+	forEachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		d := scriptDef(t, `echo "pwd=$(pwd) home=$HOME ws=$AGENT_WORKSPACE agent=$ARMORY_AGENT secret=${ARMORY_SECRET_TOKEN:-none} pass=${PASS_ME:-none} lang=$LANG args=$*"; read x || echo "stdin closed"`, world.Arg{Name: "x", Type: world.ArgPositional})
+		d.Env = []string{"PASS_ME"}
+		in := invOn(t, b, `{"x":"hello world"}`)
+		res := New(d).Execute(context.Background(), in)
+		ws := in.Agent.Workspace
+		want := "pwd=" + ws + " home=" + ws + " ws=" + ws + " agent=a1 secret=none pass=yes lang=C.UTF-8 args=hello world\nstdin closed\n"
+		if !res.Success || res.Text != want {
+			t.Fatalf("result = %+v\nwant text %q", res, want)
+		}
+		if v := res.Value.(map[string]any); v["backend"] != string(b) || v["exit_code"] != 0 || v["truncated"] != false {
+			t.Fatalf("value = %v", v)
+		}
+	})
+}
+
 func TestExecuteExitCodeAndStderr(t *testing.T) {
-	res := New(def(script(t, `echo out; echo oops >&2; exit 3`))).Execute(context.Background(), inv(t, `{}`))
-	if res.Success || !strings.Contains(res.Text, "out\n") || !strings.Contains(res.Text, "[stderr]\noops") || !strings.Contains(res.Text, "[exit code 3]") {
+	res := New(scriptDef(t, `echo out; echo oops >&2; exit 3`)).Execute(context.Background(), inv(t, `{}`))
+	if res.Success || res.Kind != armory.KindOther || res.Text != "out\n[stderr]\noops\n[exit code 3]" {
 		t.Fatalf("result = %+v", res)
 	}
 }
 
 func TestExecuteOutputCap(t *testing.T) {
-	// 1 MB of output against a 1 KiB cap: kept 1 KiB, the rest drained and counted.
-	res := New(def(script(t, `head -c 1000000 /dev/zero | tr '\0' 'a'`))).Execute(context.Background(), inv(t, `{}`))
-	if !res.Success {
-		t.Fatalf("result = %+v", res)
+	// 1 MB of output against a 1 KiB cap: kept 1 KiB, the rest drained and
+	// counted; stderr is capped on its own.
+	var progress []string
+	in := inv(t, `{}`)
+	in.Progress = func(s string) { progress = append(progress, s) }
+	res := New(scriptDef(t, `head -c 1000000 /dev/zero | tr '\0' 'a'; head -c 5000 /dev/zero | tr '\0' 'e' >&2`)).Execute(context.Background(), in)
+	want := strings.Repeat("a", 1024) + "\n(998976 bytes, truncated)\n[stderr]\n" + strings.Repeat("e", 1024) + "\n(3976 bytes, truncated)"
+	if !res.Success || res.Text != want {
+		t.Fatalf("text = %.80q… (%d bytes)", res.Text, len(res.Text))
 	}
-	if !strings.HasPrefix(res.Text, strings.Repeat("a", 1024)+"\n(1000000 bytes, truncated)") {
-		t.Fatalf("text = %.80q…", res.Text)
+	if v := res.Value.(map[string]any); v["truncated"] != true {
+		t.Fatalf("value = %v", v)
+	}
+	// Progress saw the kept bytes (and the markers), never the whole flood.
+	seen := 0
+	for _, p := range progress {
+		seen += len(p)
+	}
+	if seen == 0 || seen > 2*1024+200 {
+		t.Fatalf("progress carried %d bytes in %d messages", seen, len(progress))
 	}
 }
 
-func TestExecuteTimeoutKillsProcessGroup(t *testing.T) {
-	marker := "armory-test-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	// A background child holds the pipes open and would outlive its parent;
-	// exec -a gives it a marker to look for afterwards.
-	out := Run(context.Background(), RunSpec{Binary: "/bin/sh", Args: []string{"-c", "exec -a " + marker + " sleep 1000 & sleep 1000"}, Timeout: 300 * time.Millisecond, MaxOutput: 100})
-	if !out.TimedOut {
-		t.Fatalf("outcome = %+v", out)
-	}
-	res := out.Result("devtools.t")
-	if res.Success || res.Kind != armory.KindTimeout || !strings.Contains(res.Text, "timed out") {
-		t.Fatalf("result = %+v", res)
-	}
-	// Every process of the group is gone (give the kernel a moment to reap).
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if !processWithArg(marker) {
-			break
+func TestExecuteTimeoutKillsProcessTree(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b sandbox.Backend) {
+		// A unique extra argument for GNU sleep ("0.000NNN" seconds) marks
+		// the processes to look for afterwards.
+		marker := fmt.Sprintf("0.000%09d", time.Now().UnixNano()%1e9)
+		// A background child holds the pipes open and would outlive its
+		// parent, and another leaves the session.
+		d := scriptDef(t, "(sleep 1000 "+marker+" &); setsid sleep 1000 "+marker+" & echo started; sleep 1000")
+		d.Timeout = 300 * time.Millisecond
+		res := New(d).Execute(context.Background(), invOn(t, b, `{}`))
+		if res.Success || res.Kind != armory.KindTimeout || !strings.HasPrefix(res.Text, "started\n[timed out after ") {
+			t.Fatalf("result = %+v", res)
 		}
-		if time.Now().After(deadline) {
+		if b != sandbox.BackendBwrap && !sandbox.Detect().HelperPIDNamespace {
+			return // documented: without a PID namespace a setsid escape survives
+		}
+		// Run returns only once the tree is gone.
+		if processWithArg(marker) {
 			t.Fatal("a process of the tool survived the timeout")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	})
 }
 
 func TestExecuteCancel(t *testing.T) {
+	needSandbox(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	out := Run(ctx, RunSpec{Binary: "/bin/sleep", Args: []string{"100"}, Timeout: time.Minute})
-	if out.ExitCode == 0 || out.Duration > 30*time.Second {
+	out := Run(ctx, RunSpec{Binary: "/bin/sleep", Args: []string{"100"}, Workspace: t.TempDir(), Timeout: time.Minute})
+	if out.StartErr != nil || !out.Killed || out.KillReason != "canceled" || out.ExitCode == 0 {
 		t.Fatalf("cancel did not stop the process: %+v", out)
 	}
 }
 
 func TestExecuteMissingBinary(t *testing.T) {
-	res := New(def("/nonexistent/tool")).Execute(context.Background(), inv(t, `{}`))
-	if res.Success || res.Kind != armory.KindUnavailable || !strings.Contains(res.Text, "could not start") {
-		t.Fatalf("result = %+v", res)
+	needSandbox(t)
+	for _, bin := range []string{"/nonexistent/tool", "armory-no-such-binary"} {
+		res := New(def(bin)).Execute(context.Background(), inv(t, `{}`))
+		if res.Success || res.Kind != armory.KindUnavailable || !strings.Contains(res.Text, "could not start") {
+			t.Fatalf("%s: result = %+v", bin, res)
+		}
+	}
+	if res := New(def("/bin/true")).Execute(context.Background(), armory.Invocation{Args: json.RawMessage(`{}`)}); res.Kind != armory.KindUnavailable {
+		t.Fatalf("no workspace: %+v", res)
+	}
+}
+
+// A toolbox tool is confined like tool.cli: it writes only its workspace,
+// not its own toolbox folder, not the host, and reaches the network only
+// when the agent's sandbox policy grants it.
+func TestExecuteConfined(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	testenv.LookPath(t, "bash", "apt-get install bash")
+	for _, b := range []sandbox.Backend{sandbox.BackendBwrap, sandbox.BackendLandlock} {
+		t.Run(string(b), func(t *testing.T) {
+			if err := sandbox.Requirement(string(b)); err != nil {
+				testenv.Missing(t, "sandbox backend "+string(b), err.Error())
+			}
+			outside := filepath.Join(t.TempDir(), "outside")
+			d := scriptDef(t, `echo in > "$HOME/inside"; echo x > "$1" 2>/dev/null; echo x > "$(dirname "$0")/tool.sh" 2>/dev/null; exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/`+strconv.Itoa(port)+` && head -n1 <&3' 2>/dev/null`,
+				world.Arg{Name: "path", Type: world.ArgPositional})
+			before, _ := os.ReadFile(d.BinaryPath)
+			for _, network := range []bool{false, true} {
+				if network && b == sandbox.BackendLandlock && sandbox.Detect().LandlockABI < 4 {
+					continue
+				}
+				in := invOn(t, b, `{"path":"`+outside+`"}`)
+				in.Agent.Sandbox.Network = network
+				res := New(d).Execute(context.Background(), in)
+				if _, err := os.Stat(outside); err == nil {
+					t.Fatal("the tool wrote outside its workspace")
+				}
+				if after, _ := os.ReadFile(d.BinaryPath); string(after) != string(before) {
+					t.Fatal("the tool rewrote its own toolbox file")
+				}
+				if got, _ := os.ReadFile(filepath.Join(in.Agent.Workspace, "inside")); string(got) != "in\n" {
+					t.Fatalf("workspace not writable: %+v", res)
+				}
+				if reached := strings.Contains(res.Text, "hello"); reached != network {
+					t.Fatalf("network %v: reached the listener %v: %+v", network, reached, res)
+				}
+			}
+		})
 	}
 }
 
@@ -201,7 +327,7 @@ func TestCodingAgentCompaction(t *testing.T) {
 	if _, err := os.Stat(fixture); err != nil {
 		t.Skip("fixture missing:", err)
 	}
-	d := def(script(t, `cat '`+fixture+`'`))
+	d := scriptDef(t, `cat '`+fixture+`'`)
 	d.Name = "cursor-agent"
 	d.MaxOutput = 1024 // far smaller than the stream: the result event is past the cap
 	var progress []string
@@ -215,7 +341,7 @@ func TestCodingAgentCompaction(t *testing.T) {
 		t.Fatal("no live progress")
 	}
 	// Not NDJSON: the raw output is returned.
-	d2 := def(script(t, `echo plain text output`))
+	d2 := scriptDef(t, `echo plain text output`)
 	d2.Name = "claude-agent"
 	if res := New(d2).Execute(context.Background(), inv(t, `{}`)); res.Text != "plain text output\n" {
 		t.Fatalf("raw = %q", res.Text)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // binary is the armory command built once for the end-to-end tests.
@@ -68,7 +69,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	w := initWorld(t)
 
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 5 agents, 11 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
+	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 6 agents, 13 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
 		t.Fatalf("world check: %+v", r)
 	}
 
@@ -161,7 +162,7 @@ func TestCLIErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, armory.ExitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe)` + "\n"},
+		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, armory.ExitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe, warden)` + "\n"},
 		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, armory.ExitInvalid, "armory: no world-config.yaml in "},
 		{"missing argument", []string{"--world", w, "tool", "list"}, armory.ExitUsage, "tool list takes 1 argument(s): AGENT"},
 		{"extra argument", []string{"--world", w, "access", "explain", "a"}, armory.ExitUsage, "takes 2 argument(s): AGENT TOOL"},
@@ -205,7 +206,7 @@ func TestCLIWorldCheckListsEveryError(t *testing.T) {
 	want := []string{
 		`archetype/scribe/config.md:2: unknown privilege group "writers" (groups: devops, researcher, writer)`,
 		`world-config.yaml:7: duplicate agent id "architect" (first at line 5)`,
-		`world-config.yaml:34: toolkits.inspect.default must be true or false, got the value "often"`,
+		`world-config.yaml:49: toolkits.inspect.default must be true or false, got the value "often"`,
 	}
 	if !slices.Equal(errs, want) {
 		t.Fatalf("errors, one per line, sorted by file:\n%s\nwant:\n%s", strings.Join(errs, "\n"), strings.Join(want, "\n"))
@@ -239,4 +240,9 @@ func TestCLIScreen(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "Blocked catastrophic command: rm -rf ~") {
 		t.Errorf("screen text: %+v", r)
 	}
+}
+
+func testenvBwrap(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
+	testenv.LookPath(t, "python3", "apt-get install python3")
 }

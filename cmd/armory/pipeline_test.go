@@ -198,3 +198,41 @@ func TestCLISession(t *testing.T) {
 		t.Fatalf("after reset: %+v", r)
 	}
 }
+
+// The example world's showcase: a trusted agent's safe command runs, a
+// catastrophic one is blocked, a veto pattern stops a call, and tool.python
+// goes to the approval agent, whose decision lets the call run once.
+func TestCLIExampleGovernance(t *testing.T) {
+	testenvBwrap(t)
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	r := armoryCmd(t, env, "call", "architect", "tool.cli", "--args", `{"command":"echo hello from the sandbox"}`)
+	if o := callJSON(t, r); r.code != 0 || o.Result != "hello from the sandbox\n" {
+		t.Fatalf("safe command: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "architect", "tool.cli", "--args", `{"command":"rm -rf ~"}`)
+	if o := callJSON(t, r); r.code != armory.ExitBlocked || !strings.HasPrefix(o.Result, "Blocked catastrophic command: rm -rf ~") {
+		t.Fatalf("catastrophic: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "architect", "tool.fetch", "--args", `{"url":"http://production-db.example/"}`)
+	if o := callJSON(t, r); r.code != armory.ExitBlocked || !strings.Contains(o.Result, "VETOED by pattern 'no-production'") {
+		t.Fatalf("veto: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "architect", "tool.python", "--args", `{"code":"print(6*7)"}`)
+	p := callJSON(t, r)
+	if r.code != armory.ExitPending || !strings.Contains(p.Result, "approval agent warden") {
+		t.Fatalf("python: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "warden", "approval.list")
+	if r.code != 0 || !strings.Contains(r.stdout, p.ApprovalID) {
+		t.Fatalf("approval.list: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "warden", "approval.decide", "--args", `{"id":"`+p.ApprovalID+`","decision":"approve","reason":"harmless arithmetic"}`)
+	if r.code != 0 {
+		t.Fatalf("approval.decide: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "--resume", p.ApprovalID)
+	if o := callJSON(t, r); r.code != 0 || o.Result != "42\n" || o.DecidedBy != "warden" {
+		t.Fatalf("resume: %+v", r)
+	}
+}

@@ -1,0 +1,45 @@
+package builtin
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/sandbox"
+)
+
+// BenchmarkCLITrueVsBareBwrap interleaves a whole tool.cli call of `true`
+// in the bwrap sandbox (argument decoding, policy, namespaces and mounts,
+// rlimit handshake, output capture, tree kill and reap, result) with a
+// bare `bwrap --ro-bind / / true`, so that machine noise hits both alike,
+// and reports the tool's time over bare bwrap's ("ratio"; target <= 1.3).
+func BenchmarkCLITrueVsBareBwrap(b *testing.B) {
+	needBackend(b, sandbox.BackendBwrap)
+	bwrap, err := exec.LookPath("bwrap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cli := NewCLI(ProcessOptions{})
+	agent := &armory.AgentEnv{ID: "bench", Workspace: b.TempDir(), Sandbox: armory.SandboxPolicy{Backend: "bwrap"}}
+	inv := armory.Invocation{Args: json.RawMessage(`{"command":"true"}`), Agent: agent}
+	// `true` is the sh builtin: the shell is the only process.
+	var tool, bare time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if err := exec.Command(bwrap, "--ro-bind", "/", "/", "true").Run(); err != nil {
+			b.Fatalf("bare bwrap: %v", err)
+		}
+		t1 := time.Now()
+		if res := cli.Execute(context.Background(), inv); !res.Success {
+			b.Fatalf("tool.cli true: %+v", res)
+		}
+		tool += time.Since(t1)
+		bare += t1.Sub(t0)
+	}
+	b.ReportMetric(float64(tool)/float64(bare), "ratio")
+	b.ReportMetric(float64(tool.Nanoseconds())/float64(b.N), "tool-ns/op")
+	b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "bare-ns/op")
+}
