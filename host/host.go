@@ -271,6 +271,14 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 	for _, s := range c.Toolkits {
 		ag.Switches[s.Name] = s.On
 	}
+	for _, r := range c.Policy.Roots {
+		if dir, ok := h.World.Roots[r.Value]; ok {
+			if ag.Env.Roots == nil {
+				ag.Env.Roots = map[string]string{}
+			}
+			ag.Env.Roots[r.Value] = dir
+		}
+	}
 	for _, ref := range c.Toolboxes {
 		tbName := filepath.Base(filepath.Dir(filepath.Clean(ref.Source)))
 		if filepath.Base(ref.Source) != world.ToolboxFile {

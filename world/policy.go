@@ -1,6 +1,8 @@
 package world
 
 import (
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -211,6 +213,9 @@ type AgentPolicy struct {
 	// Network grants the agent's sandboxed processes network access
 	// ("## Sandbox" network: true).
 	Network bool
+	// Roots lists the shared roots ("project:web", "org:acme") the agent
+	// may reach with @project:web/ and @org:acme/ paths ("## Roots").
+	Roots []Item
 }
 
 // parseAgentPolicy reads the policy sections of a parsed config.md.
@@ -269,6 +274,16 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 			}
 		}
 	}
+	if s := cfg.Sections["roots"]; s != nil {
+		for _, it := range s.Items {
+			v := strings.TrimPrefix(strings.TrimSuffix(it.Value, "/"), "@")
+			if !rootKeyRE.MatchString(v) {
+				ds.Errorf(cfg.File, it.Line, "roots: %q is not a root name (project:<id> or org:<id>)", it.Value)
+				continue
+			}
+			pol.Roots = append(pol.Roots, Item{Value: v, Line: it.Line})
+		}
+	}
 	if s := cfg.Sections["sandbox"]; s != nil {
 		for _, kv := range s.KVs {
 			switch strings.ToLower(kv.Key) {
@@ -315,4 +330,34 @@ func isCapName(k string) bool {
 		}
 	}
 	return false
+}
+
+var rootKeyRE = regexp.MustCompile(`^(project|org):[a-z0-9][a-z0-9_-]*$`)
+
+// parseRoots reads "roots:" — {project: {id: folder}, org: {id: folder}};
+// folders are relative to the world folder or absolute.
+func (w *World) parseRoots(r nodeReader, n *yamlNode) {
+	kinds, _ := r.mapping(n, "roots")
+	for _, k := range kinds {
+		if k.key != "project" && k.key != "org" {
+			r.ds.Errorf(r.file, k.k.Line, "roots: %q is not a kind of root (project or org)", k.key)
+			continue
+		}
+		ids, _ := r.mapping(k.v, "roots."+k.key)
+		for _, id := range ids {
+			key := k.key + ":" + id.key
+			if !rootKeyRE.MatchString(key) {
+				r.ds.Errorf(r.file, id.k.Line, "roots.%s: %q is not a valid id ([a-z0-9][a-z0-9_-]*)", k.key, id.key)
+				continue
+			}
+			dir, ok := r.str(id.v, "roots."+key)
+			if !ok || dir == "" {
+				continue
+			}
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(w.Dir, dir)
+			}
+			w.Roots[key] = filepath.Clean(dir)
+		}
+	}
 }

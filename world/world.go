@@ -52,6 +52,10 @@ type World struct {
 	// workspace, <WorkspaceRoot>/<agent id>. Default <Dir>/workspaces.
 	WorkspaceRoot string
 
+	// Roots are shared folders agents may be granted ("## Roots" in
+	// config.md), keyed "project:<id>" or "org:<id>", absolute paths.
+	Roots map[string]string
+
 	// Sandbox is the world's sandbox backend for agents' processes: "" (the
 	// best available), "bwrap", "landlock" or "none" (explicitly unsandboxed).
 	Sandbox string
@@ -123,7 +127,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -143,7 +147,7 @@ func Load(dir string) (*World, error) {
 		return nil, armory.E("world.Load", armory.KindInvalid, "cannot read "+ConfigFile, err)
 	}
 	var ds Diagnostics
-	w := &World{Dir: abs, Toolboxes: map[string]*Toolbox{}, WorkspaceRoot: filepath.Join(abs, "workspaces"),
+	w := &World{Dir: abs, Toolboxes: map[string]*Toolbox{}, WorkspaceRoot: filepath.Join(abs, "workspaces"), Roots: map[string]string{},
 		Policy: Policy{Limits: map[string]Limit{}, ApprovalTimeout: DefaultApprovalTimeout}}
 	w.parseConfig(data, &ds)
 	w.loadToolboxes(&ds)
@@ -213,6 +217,8 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			if d, ok := r.duration(p.v, "approval_timeout", time.Hour); ok {
 				w.Policy.ApprovalTimeout = d
 			}
+		case "roots":
+			w.parseRoots(r, p.v)
 		case "sandbox":
 			if v, ok := r.str(p.v, "sandbox"); ok {
 				switch v {
@@ -441,6 +447,11 @@ func (w *World) checkAgentConfig(cfg *AgentConfig, groups map[string]bool, group
 			}
 		}
 	}
+	for _, r := range cfg.Policy.Roots {
+		if _, ok := w.Roots[r.Value]; !ok {
+			ds.Errorf(cfg.File, r.Line, "roots: the world defines no root %q (world-config.yaml roots: %s)", r.Value, strings.Join(sortedKeys(w.Roots), ", "))
+		}
+	}
 	if cfg.Toolkits != nil {
 		seen := map[string]int{}
 		for _, s := range cfg.Toolkits {
@@ -527,4 +538,16 @@ func readLimited(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than the limit of %d bytes", filepath.Base(path), limit)
 	}
 	return b, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return []string{"none"}
+	}
+	return out
 }

@@ -298,3 +298,27 @@ g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
 		t.Fatal("an alias bomb must not load")
 	}
 }
+
+func TestRoots(t *testing.T) {
+	files := goodFiles()
+	files["world-config.yaml"] = goodConfig + "roots:\n  project:\n    web: shared/web\n  org:\n    acme: /srv/acme\n"
+	files["archetype/architect/config.md"] = architectMD + "\n## Roots\n- project:web\n- @org:acme/\n"
+	w, err := Load(writeWorld(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Roots["project:web"] != filepath.Join(w.Dir, "shared/web") || w.Roots["org:acme"] != "/srv/acme" {
+		t.Fatalf("roots = %v", w.Roots)
+	}
+	if got := w.Agent("architect").Config.Policy.Roots; len(got) != 2 || got[1].Value != "org:acme" {
+		t.Fatalf("agent roots = %v", got)
+	}
+	files["archetype/architect/config.md"] = architectMD + "\n## Roots\n- project:nope\n- team:x\n"
+	files["world-config.yaml"] = goodConfig + "roots:\n  team:\n    x: y\n"
+	_, err = Load(writeWorld(t, files))
+	for _, want := range []string{`roots: "team" is not a kind of root`, `roots: the world defines no root "project:nope"`, `roots: "team:x" is not a root name`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q: %v", want, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,6 +191,7 @@ func TestCLIWorldCheckListsEveryError(t *testing.T) {
 	b, _ := os.ReadFile(cfg)
 	broken := strings.Replace(string(b), "id: reviewer ", "id: architect ", 1)
 	broken = strings.Replace(broken, "default: true", "default: often", 1)
+	oftenLine := 1 + strings.Count(broken[:strings.Index(broken, "default: often")], "\n")
 	os.WriteFile(cfg, []byte(broken), 0o644)
 	os.WriteFile(filepath.Join(w, "archetype/scribe/config.md"), []byte("## Tool Access\nprivilege_groups: writers\n"), 0o644)
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
@@ -206,7 +208,7 @@ func TestCLIWorldCheckListsEveryError(t *testing.T) {
 	want := []string{
 		`archetype/scribe/config.md:2: unknown privilege group "writers" (groups: devops, researcher, writer)`,
 		`world-config.yaml:7: duplicate agent id "architect" (first at line 5)`,
-		`world-config.yaml:49: toolkits.inspect.default must be true or false, got the value "often"`,
+		fmt.Sprintf(`world-config.yaml:%d: toolkits.inspect.default must be true or false, got the value "often"`, oftenLine),
 	}
 	if !slices.Equal(errs, want) {
 		t.Fatalf("errors, one per line, sorted by file:\n%s\nwant:\n%s", strings.Join(errs, "\n"), strings.Join(want, "\n"))

@@ -236,3 +236,17 @@ func TestCLIExampleGovernance(t *testing.T) {
 		t.Fatalf("resume: %+v", r)
 	}
 }
+
+// Routing prefixes: a granted root is reachable, an ungranted one is not.
+func TestCLIRoots(t *testing.T) {
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	r := armoryCmd(t, env, "call", "scribe", "workspace.read", "--args", `{"path":"@project:site/README.md"}`)
+	if o := callJSON(t, r); r.code != 0 || !strings.HasPrefix(o.Result, "# The team site") {
+		t.Fatalf("granted root: %+v", r)
+	}
+	r = armoryCmd(t, env, "call", "intern", "workspace.read", "--args", `{"path":"@project:site/README.md"}`)
+	if o := callJSON(t, r); r.code == 0 || !strings.Contains(o.Result, "project:site") {
+		t.Fatalf("ungranted root: %+v", r)
+	}
+}
