@@ -15,11 +15,7 @@ func (a *app) accessCmd() *cobra.Command {
 		Short: "The agent's access mode, groups, overrides and granted privileged tools",
 		Args:  exactArgs("AGENT"),
 		RunE: func(c *cobra.Command, args []string) error {
-			h, err := a.open()
-			if err != nil {
-				return err
-			}
-			ag, err := h.Agent(args[0])
+			h, ag, err := a.openAgent(args[0])
 			if err != nil {
 				return err
 			}

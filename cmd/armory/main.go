@@ -106,6 +106,16 @@ func (a *app) open() (*host.Host, error) {
 	return host.Open(a.world, host.Options{})
 }
 
+// openAgent loads the world and finds agent id in it.
+func (a *app) openAgent(id string) (*host.Host, *host.Agent, error) {
+	h, err := a.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	ag, err := h.Agent(id)
+	return h, ag, err
+}
+
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)
 	enc.SetIndent("", "  ")

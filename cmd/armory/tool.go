@@ -15,11 +15,7 @@ func (a *app) toolCmd() *cobra.Command {
 		Short: "JSON array of {name, description}, sorted by name",
 		Args:  exactArgs("AGENT"),
 		RunE: func(c *cobra.Command, args []string) error {
-			h, err := a.open()
-			if err != nil {
-				return err
-			}
-			ag, err := h.Agent(args[0])
+			_, ag, err := a.openAgent(args[0])
 			if err != nil {
 				return err
 			}
@@ -39,11 +35,7 @@ func (a *app) toolCmd() *cobra.Command {
 		Short: "The <tools> briefing of the agent's prompt",
 		Args:  exactArgs("AGENT"),
 		RunE: func(c *cobra.Command, args []string) error {
-			h, err := a.open()
-			if err != nil {
-				return err
-			}
-			ag, err := h.Agent(args[0])
+			h, ag, err := a.openAgent(args[0])
 			if err != nil {
 				return err
 			}
@@ -60,11 +52,7 @@ func (a *app) toolCmd() *cobra.Command {
 			if format != "openai" && format != "anthropic" && format != "mcp" {
 				return usageErr("--format must be openai, anthropic or mcp, got %q", format)
 			}
-			h, err := a.open()
-			if err != nil {
-				return err
-			}
-			ag, err := h.Agent(args[0])
+			_, ag, err := a.openAgent(args[0])
 			if err != nil {
 				return err
 			}
