@@ -144,21 +144,48 @@ func TestExitKillsLeftovers(t *testing.T) {
 	})
 }
 
+// A fork bomb never raises the machine's process count by more than the
+// limit (plus slack for the rest of the machine): with a pids cgroup the
+// kernel refuses the forks and the run ends at the first refusal. Under the
+// watchdog fallback (no usable cgroup: skipped locally, a failure in CI)
+// the bomb is only bounded coarsely.
 func TestForkBomb(t *testing.T) {
+	const limit = 64
+	bombs := []string{"f(){ f | f & }; f; sleep 30", ":(){ :|:& };:; wait"}
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		m := "armory-forkbomb-" + marker()
-		p := Policy{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: 64}}
-		out := run(t, p, nil, "bash", "-c", "f(){ f | f & }; f; sleep 30", m)
-		t.Logf("exit %d killed %v reason %q stderr %.200q", out.ExitCode, out.Killed, out.KillReason, out.Stderr)
-		// Either the watchdog killed the run (root: RLIMIT_NPROC is not
-		// enforced) or forks failed with EAGAIN (non-root).
-		if !out.Killed && !strings.Contains(string(out.Stderr), "fork") {
-			t.Errorf("fork bomb not bounded: %+v stderr %q", out, out.Stderr)
+		for _, bomb := range bombs {
+			t.Run(bomb, func(t *testing.T) {
+				m := "armory-forkbomb-" + marker()
+				p := Policy{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: limit}}
+				baseline := countProcs()
+				stop := sampleProcs()
+				out := run(t, p, nil, "bash", "-c", bomb, m)
+				peak := stop()
+				t.Logf("baseline %d peak %d; exit %d killed %v reason %q by %s hits %d stderr %.100q",
+					baseline, peak, out.ExitCode, out.Killed, out.KillReason, out.ProcessLimit, out.ProcessLimitHits, out.Stderr)
+				checkClean(t, m)
+				if out.ProcessLimit != limitByCgroup {
+					// Watchdog: killed (root) or forks failed (non-root).
+					if !out.Killed && !strings.Contains(string(out.Stderr), "fork") {
+						t.Errorf("fork bomb not bounded: %+v stderr %q", out, out.Stderr)
+					}
+					if out.Killed && out.KillReason != "process limit" && out.KillReason != "timeout" {
+						t.Errorf("kill reason %q", out.KillReason)
+					}
+					requirePidsCgroup(t)
+					return
+				}
+				if peak > baseline+limit+procSlack {
+					t.Errorf("process count rose from %d to %d under a limit of %d", baseline, peak, limit)
+				}
+				if !out.Killed || out.KillReason != "process limit" || out.ProcessLimitHits == 0 {
+					t.Errorf("outcome %+v", out)
+				}
+				if g := runGroups(t); len(g) > 0 {
+					t.Errorf("run groups left behind: %v", g)
+				}
+			})
 		}
-		if out.Killed && out.KillReason != "process limit" && out.KillReason != "timeout" {
-			t.Errorf("kill reason %q", out.KillReason)
-		}
-		checkClean(t, m)
 	})
 }
 

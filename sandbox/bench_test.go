@@ -127,3 +127,44 @@ func BenchmarkBwrapFloor(b *testing.B) {
 		b.ReportMetric(float64(took[i])/float64(took[0]), names[i])
 	}
 }
+
+// BenchmarkRunTrueCgroup compares a full Run of `true` with its own pids
+// cgroup (create, join, kill, wait, remove) against the same run under the
+// watchdog (no cgroup); it reports both and their ratio.
+func BenchmarkRunTrueCgroup(b *testing.B) {
+	_, w := benchSetup(b)
+	if Detect().pids == nil {
+		b.Skip("no pids cgroup here")
+	}
+	noCg := *Detect()
+	noCg.pids = nil
+	r, err := resolve(Policy{Backend: BackendBwrap, Workspace: w})
+	if err != nil {
+		b.Fatal(err)
+	}
+	once := func(d *Detection) time.Duration {
+		start := time.Now()
+		out, err := runBwrap(context.Background(), r, d, []string{"true"}, &progressSink{})
+		if err != nil || out.ExitCode != 0 {
+			b.Fatalf("run: %+v %v", out, err)
+		}
+		return time.Since(start)
+	}
+	var withCg, without time.Duration
+	i := 0
+	for b.Loop() {
+		// Alternate the order: a run pays part of the previous run's
+		// asynchronous teardown (network namespace cleanup).
+		if i%2 == 0 {
+			withCg += once(Detect())
+			without += once(&noCg)
+		} else {
+			without += once(&noCg)
+			withCg += once(Detect())
+		}
+		i++
+	}
+	b.ReportMetric(float64(withCg.Microseconds())/float64(b.N), "us-cgroup/op")
+	b.ReportMetric(float64(without.Microseconds())/float64(b.N), "us-watchdog/op")
+	b.ReportMetric(float64(withCg)/float64(without), "ratio")
+}

@@ -77,6 +77,12 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 		return Outcome{}, fmt.Errorf("sandbox: pipe: %w", err)
 	}
 	defer blockW.Close()
+	cg, err := det.newRunCgroup(r.Limits.Processes)
+	if err != nil {
+		infoW.Close()
+		blockR.Close()
+		return Outcome{}, err
+	}
 	cmd := &exec.Cmd{
 		Path:        det.bwrapPath,
 		Args:        append([]string{"bwrap"}, bwrapArgs(r, det, argv)...),
@@ -85,7 +91,7 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 		ExtraFiles:  []*os.File{infoW, blockR},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	l := &launch{r: r, backend: BackendBwrap, cmd: cmd, pidns: true}
+	l := &launch{r: r, backend: BackendBwrap, cmd: cmd, pidns: true, cg: cg}
 	l.handshake = func(deadline time.Time) (int, bool, int, error) {
 		// bwrap writes {"child-pid": N, ...} once the sandbox's pid 1 exists;
 		// that process then blocks reading fd 4 before it forks the command.
@@ -100,7 +106,13 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 		if err != nil {
 			return 0, false, -1, fmt.Errorf("sandbox: pidfd_open %d: %w", info.ChildPid, err)
 		}
-		if err := applyRlimits(info.ChildPid, r.Limits); err != nil {
+		// The sandbox's pid 1 is still single-threaded and blocked: moved
+		// now, it and everything it forks count against pids.max.
+		err = applyRlimits(info.ChildPid, r.Limits)
+		if err == nil && cg != nil {
+			err = cg.add(info.ChildPid)
+		}
+		if err != nil {
 			// Kill before releasing the block so nothing runs unlimited.
 			_ = unix.PidfdSendSignal(fd, unix.SIGKILL, nil, 0)
 			return 0, false, fd, err

@@ -52,6 +52,16 @@ type Detection struct {
 	// backends) runs in its own PID namespace, so escaped processes die
 	// with the command.
 	HelperPIDNamespace bool
+	// ProcessLimit is how Limits.Processes is enforced here: "pids cgroup"
+	// (each run in its own cgroup with pids.max; exact, forks beyond the
+	// limit fail with EAGAIN) or "watchdog" (no usable pids cgroup: the
+	// tree is counted every 5 ms and killed above the limit).
+	ProcessLimit string
+	// PidsCgroup is the parent group of the runs' pids cgroups ("" under
+	// the watchdog), e.g. /sys/fs/cgroup/pids/armory.
+	PidsCgroup string
+
+	pids *pidsHierarchy
 
 	bwrapPath string
 	bwrapSize bool // bwrap supports --size
@@ -151,8 +161,32 @@ func selfTest(det *Detection, b Backend) error {
 	return nil
 }
 
+// newRunCgroup creates the pids cgroup of one run (pids.max = limit, or
+// "max" when limit <= 0), or returns nil when the watchdog is in force.
+func (d *Detection) newRunCgroup(limit int) (*runCgroup, error) {
+	if d.pids == nil {
+		return nil, nil
+	}
+	return d.pids.newRun(limit)
+}
+
 func detect() *Detection {
 	d := &Detection{}
+
+	// The process limit: a pids cgroup per run, else the watchdog. The
+	// backends' self-tests below run with it; if moving a process into the
+	// group fails there, the watchdog takes over and the self-test is
+	// repeated.
+	var pidsErr error
+	d.pids, pidsErr = detectPids()
+	testBackend := func(det *Detection, b Backend) error {
+		err := selfTest(det, b)
+		if err != nil && errors.Is(err, errCgroup) && det.pids != nil {
+			pidsErr, det.pids = err, nil
+			err = selfTest(det, b)
+		}
+		return err
+	}
 
 	// bwrap.
 	if p, err := exec.LookPath("bwrap"); err != nil {
@@ -162,7 +196,7 @@ func detect() *Detection {
 		help, _ := exec.Command(p, "--help").Output()
 		d.bwrapSize = strings.Contains(string(help), "--size")
 		version, _ := exec.Command(p, "--version").Output()
-		if err := selfTest(d, BackendBwrap); err != nil {
+		if err := testBackend(d, BackendBwrap); err != nil {
 			d.bwrapErr = fmt.Errorf("bwrap: %s failed its self-test: %v", p, err)
 		} else {
 			d.Reasons = append(d.Reasons, fmt.Sprintf("bwrap: %s (%s) passed its self-test", p, strings.TrimSpace(string(version))))
@@ -182,7 +216,7 @@ func detect() *Detection {
 		var errs []string
 		for _, v := range []struct{ pidns, userns bool }{{true, os.Geteuid() != 0}, {false, false}} {
 			d.helperPIDNS, d.helperUserNS = v.pidns, v.userns
-			err := selfTest(d, BackendNone)
+			err := testBackend(d, BackendNone)
 			if err == nil {
 				d.helperErr = nil
 				break
@@ -213,7 +247,7 @@ func detect() *Detection {
 		d.landlockErr = fmt.Errorf("landlock: ABI %d, but %v", abi, d.helperErr)
 	default:
 		d.LandlockABI = abi
-		if err := selfTest(d, BackendLandlock); err != nil {
+		if err := testBackend(d, BackendLandlock); err != nil {
 			d.landlockErr = fmt.Errorf("landlock: ABI %d failed its self-test: %v", abi, err)
 		} else {
 			net := "TCP bind/connect confined"
@@ -225,6 +259,18 @@ func detect() *Detection {
 	}
 	if d.landlockErr != nil {
 		d.Reasons = append(d.Reasons, d.landlockErr.Error())
+	}
+
+	if d.pids != nil {
+		d.ProcessLimit, d.PidsCgroup = limitByCgroup, d.pids.parent
+		v := "v1"
+		if d.pids.v2 {
+			v = "v2"
+		}
+		d.Reasons = append(d.Reasons, fmt.Sprintf("process limit: pids cgroup (%s) per run below %s: exact, forks beyond it fail with EAGAIN", v, d.pids.parent))
+	} else {
+		d.ProcessLimit = limitByWatchdog
+		d.Reasons = append(d.Reasons, fmt.Sprintf("process limit: watchdog counting the tree every %v (no usable pids cgroup: %v); as root a fork bomb can briefly exceed the limit", watchInterval, pidsErr))
 	}
 
 	switch {

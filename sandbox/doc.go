@@ -11,9 +11,10 @@
 //
 // Every backend applies the same bounds: a timeout after which the whole
 // process tree is killed, rlimits (CPU, address space, file size,
-// processes, open files) applied to the command only, a process-count
-// watchdog, per-stream output caps with the rest drained, stdin closed, and
-// a reduced environment.
+// processes, open files) applied to the command only, a process limit (a
+// pids cgroup per run where one is usable, else a process-count watchdog),
+// per-stream output caps with the rest drained, stdin closed, and a reduced
+// environment.
 //
 // Programs that may use the landlock or none backends must call
 // MaybeRunHelper first thing in main (tests: in TestMain).

@@ -34,7 +34,10 @@ type helperConfig struct {
 	Network  bool     `json:"net,omitempty"`
 	DropCaps bool     `json:"dropcaps,omitempty"`
 	Rlimits  []rlimit `json:"rlimits,omitempty"`
-	Argv     []string `json:"argv"`
+	// Cgroup is the cgroup.procs file of the run's pids cgroup, which the
+	// helper joins before anything else ("" when there is none).
+	Cgroup string   `json:"cgroup,omitempty"`
+	Argv   []string `json:"argv"`
 }
 
 // MaybeRunHelper must be called first thing in main (and in TestMain of
@@ -52,6 +55,18 @@ func MaybeRunHelper() {
 	if len(os.Args) < 3 || os.Args[1] != helperMarker {
 		helperRegistered.Store(true)
 		return
+	}
+	// Join the run's pids cgroup first, before this process forks anything
+	// (the init below starts the helper again; the command inherits the
+	// group). Joining again in that child is a no-op.
+	var c helperConfig
+	if json.Unmarshal([]byte(os.Args[2]), &c) == nil && c.Cgroup != "" {
+		if err := joinCgroup(c.Cgroup); err != nil {
+			if status := os.NewFile(3, "status"); status != nil {
+				fmt.Fprintf(status, "%v", err)
+			}
+			os.Exit(126)
+		}
 	}
 	if os.Getpid() == 1 {
 		runInit() // never returns
@@ -221,6 +236,10 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 	if _, err := lookPath(argv[0], env); err != nil {
 		return Outcome{}, err
 	}
+	cg, err := det.newRunCgroup(r.Limits.Processes)
+	if err != nil {
+		return Outcome{}, err
+	}
 	c := helperConfig{
 		Landlock: backend == BackendLandlock,
 		Writable: append([]string{r.workspace, tmp}, r.writable...),
@@ -229,12 +248,21 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 		Rlimits:  rlimitList(r.Limits),
 		Argv:     argv,
 	}
+	if cg != nil {
+		c.Cgroup = cg.procsFile()
+	}
 	js, err := json.Marshal(c)
 	if err != nil {
+		if cg != nil {
+			_ = cg.destroy(nsTeardown)
+		}
 		return Outcome{}, fmt.Errorf("sandbox: helper config: %w", err)
 	}
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
+		if cg != nil {
+			_ = cg.destroy(nsTeardown)
+		}
 		return Outcome{}, fmt.Errorf("sandbox: pipe: %w", err)
 	}
 	defer statusR.Close()
@@ -246,7 +274,7 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 		ExtraFiles:  []*os.File{statusW},
 		SysProcAttr: det.helperAttr(),
 	}
-	l := &launch{r: r, backend: backend, cmd: cmd, pidns: det.helperPIDNS}
+	l := &launch{r: r, backend: backend, cmd: cmd, pidns: det.helperPIDNS, cg: cg}
 	l.handshake = func(deadline time.Time) (int, bool, int, error) {
 		// The status pipe closes on exec (success) or carries the error.
 		b, rerr := readAllDeadline(statusR, deadline, 64<<10)
@@ -254,6 +282,9 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 			return 0, false, -1, fmt.Errorf("sandbox: helper did not start: %w", rerr)
 		}
 		if len(b) > 0 {
+			if strings.HasPrefix(string(b), "join "+errCgroup.Error()) {
+				return 0, false, -1, fmt.Errorf("sandbox: %s helper: %w: %s", backend, errCgroup, b)
+			}
 			return 0, false, -1, fmt.Errorf("sandbox: %s helper: %s", backend, b)
 		}
 		return cmd.Process.Pid, true, -1, nil

@@ -160,6 +160,20 @@ func ws(t *testing.T) string {
 	return real
 }
 
+// goroutinesSettled returns the goroutine count once it is at most want,
+// or after a bound of 2 s: a goroutine that has delivered its result may
+// take a moment to exit (seen under -race), a leaked one never does.
+func goroutinesSettled(want int) int {
+	end := time.Now().Add(2 * time.Second)
+	for {
+		n := numGoroutine()
+		if n <= want || time.Now().After(end) {
+			return n
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func numGoroutine() int {
 	for range 50 {
 		runtime.Gosched()

@@ -36,7 +36,7 @@ const (
 	DefaultMaxOutput = 64 << 10  // bytes kept per stream
 	DefaultMemory    = 2 << 30   // RLIMIT_AS, bytes
 	DefaultFileSize  = 1 << 30   // RLIMIT_FSIZE, bytes
-	DefaultProcesses = 256       // RLIMIT_NPROC and the process watchdog
+	DefaultProcesses = 256       // pids.max (or the watchdog) and RLIMIT_NPROC
 	DefaultOpenFiles = 1024      // RLIMIT_NOFILE
 	DefaultTmpSize   = 256 << 20 // size of bwrap's private /tmp tmpfs, bytes
 )
@@ -55,10 +55,16 @@ type Limits struct {
 	// FileSize is RLIMIT_FSIZE: the largest file a process may write, in
 	// bytes. Writing past it raises SIGXFSZ.
 	FileSize int64
-	// Processes bounds the number of processes of the run. It is set as
-	// RLIMIT_NPROC (which the kernel does not enforce for root) and also
-	// enforced by a watchdog that counts the process tree and kills the
-	// whole run when the count exceeds the limit.
+	// Processes bounds the number of processes of the run. Where a pids
+	// cgroup is usable (Detection.ProcessLimit), the run gets its own group
+	// with pids.max = Processes: the kernel refuses every fork (and thread)
+	// beyond it with EAGAIN, whatever the uid, and Run ends the run at the
+	// first refusal (KillReason "process limit"). Threads count as tasks
+	// there, and under the landlock and none backends so do the helper's
+	// own Go threads until it execs the command. Otherwise a watchdog
+	// counts the process tree every 5 ms and kills the run above the
+	// limit. It is also set as RLIMIT_NPROC (which the kernel does not
+	// enforce for root).
 	Processes int
 	// OpenFiles is RLIMIT_NOFILE.
 	OpenFiles int

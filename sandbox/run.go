@@ -35,6 +35,17 @@ type Outcome struct {
 	// KillReason says why Killed is set: "timeout", "canceled" or
 	// "process limit".
 	KillReason string
+	// ProcessLimit says how Limits.Processes was enforced: "pids cgroup"
+	// (the run had its own cgroup with pids.max = the limit: the kernel
+	// refused every fork beyond it, and the run was ended at the first
+	// refusal) or "watchdog" (no usable pids cgroup: the process tree was
+	// counted every 5 ms and killed above the limit); "" when the policy
+	// set no process limit.
+	ProcessLimit string
+	// ProcessLimitHits counts the forks (and thread creations) that the
+	// run's pids cgroup refused (pids.events "max"); always 0 under the
+	// watchdog.
+	ProcessLimitHits int
 	// Duration is the wall-clock time from start to the end of the run.
 	Duration time.Duration
 	// Backend is the backend that ran the command.
@@ -150,6 +161,10 @@ type launch struct {
 	// pidns is set when the sandbox has its own PID namespace (its
 	// processes cannot escape the kill).
 	pidns bool
+	// cg is the run's pids cgroup, or nil (watchdog). The handshake (or the
+	// helper itself) moves the sandbox's first process into it before that
+	// process runs anything; execute kills its members and removes it.
+	cg *runCgroup
 }
 
 // execute is the engine shared by every backend: pipes, start, handshake,
@@ -157,6 +172,19 @@ type launch struct {
 func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, err error) {
 	r := l.r
 	out.Backend = l.backend
+	if l.cg != nil {
+		// Whatever happens below, the group's processes die and the group
+		// goes away (after finish, or at once when nothing started).
+		// A group that cannot be removed (a process stuck in the kernel
+		// past the bound) is left for a later Detect to clean up.
+		defer func() { _ = l.cg.destroy(nsTeardown) }()
+	}
+	if r.Limits.Processes > 0 {
+		out.ProcessLimit = limitByWatchdog
+		if l.cg != nil {
+			out.ProcessLimit = limitByCgroup
+		}
+	}
 	start := time.Now()
 	deadline := start.Add(r.Timeout)
 
@@ -220,6 +248,9 @@ func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, e
 				_ = unix.Kill(p, unix.SIGKILL)
 			}
 		}
+		if l.cg != nil {
+			l.cg.killAll()
+		}
 	}
 	// finish kills what is left, reaps the child and collects the output.
 	finish := func() {
@@ -257,15 +288,25 @@ func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, e
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	var tick <-chan time.Time
+	// With a pids cgroup the kernel enforces the limit; the ticker then only
+	// reads pids.events to end the run at the first refused fork.
 	if r.Limits.Processes > 0 {
 		t := time.NewTicker(watchInterval)
 		defer t.Stop()
 		tick = t.C
 	}
+	exitedFirst := false // the command ended on its own (no SIGKILL from Run)
 wait:
 	for {
 		select {
 		case <-exited:
+			// A fork refused since the last tick still ends the run as
+			// "process limit" (whatever is left of the tree is killed).
+			if l.cg != nil && r.Limits.Processes > 0 {
+				if n, _ := l.cg.limitHits(); n > 0 {
+					out.Killed, out.KillReason, exitedFirst = true, "process limit", true
+				}
+			}
 			break wait
 		case <-timer.C:
 			out.TimedOut, out.Killed, out.KillReason = true, true, "timeout"
@@ -274,13 +315,21 @@ wait:
 			out.Killed, out.KillReason = true, "canceled"
 			break wait
 		case <-tick:
-			if countTree(watchRoot, watchSelf) > r.Limits.Processes {
+			if l.cg != nil {
+				if n, _ := l.cg.limitHits(); n > 0 {
+					out.Killed, out.KillReason = true, "process limit"
+					break wait
+				}
+			} else if countTree(watchRoot, watchSelf) > r.Limits.Processes {
 				out.Killed, out.KillReason = true, "process limit"
 				break wait
 			}
 		}
 	}
 	finish()
+	if l.cg != nil {
+		out.ProcessLimitHits, _ = l.cg.limitHits()
+	}
 	out.Duration = time.Since(start)
 
 	ws := l.cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -294,7 +343,7 @@ wait:
 			out.Signal = unix.SignalName(syscall.Signal(out.ExitCode - 128))
 		}
 	}
-	if out.Killed && out.Signal == "" {
+	if out.Killed && out.Signal == "" && !exitedFirst {
 		out.Signal = "SIGKILL"
 	}
 	out.Stdout, out.StdoutTotal = stdout.result(), stdout.total

@@ -174,7 +174,7 @@ func TestNoLeaks(t *testing.T) {
 			run(t, Policy{Backend: b, Workspace: w, Timeout: 200 * time.Millisecond}, nil, "sh", "-c", "(sleep 100 &); yes")
 			run(t, Policy{Backend: b, Workspace: w}, nil, "sh", "-c", "echo hi")
 		}
-		if after := numGoroutine(); after > before {
+		if after := goroutinesSettled(before); after > before {
 			t.Errorf("goroutines: %d before, %d after", before, after)
 		}
 		checkClean(t, "")
