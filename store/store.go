@@ -123,9 +123,58 @@ type Store interface {
 	// negative MaxRuntime), ErrClosed, or the database error of the batch.
 	Admit(ctx context.Context, req *AdmitRequest) (AdmitResult, error)
 
+	// CreateToken stores a new API token. Only its SHA-256 hash is stored
+	// (Token.Hash, 64 lower-case hex digits); the secret never reaches the
+	// store. An empty ID gets a fresh one and a zero CreatedAt the current
+	// time; t is updated accordingly. Errors: ErrInvalid (a malformed hash,
+	// or not exactly one of Admin and Agent set), ErrConflict (the ID or
+	// the hash exists).
+	CreateToken(ctx context.Context, t *Token) error
+	// ListTokens returns every token, revoked ones included, oldest first.
+	ListTokens(ctx context.Context) ([]*Token, error)
+	// RevokeToken revokes the token with id; it is never valid again.
+	// Errors: ErrNotFound; ErrConflict when it is already revoked.
+	RevokeToken(ctx context.Context, id string) error
+	// LookupToken returns the unrevoked token whose hash is hash, or
+	// ErrNotFound (for an unknown and for a revoked token alike).
+	LookupToken(ctx context.Context, hash string) (*Token, error)
+
 	// Close waits for queued audit appends to commit, then releases the
 	// database. Later calls return ErrClosed. Close is idempotent.
 	Close() error
+}
+
+// Token is an API token of the server: an admin token reaches everything,
+// an agent token only that agent's tools, calls and MCP endpoint. The
+// secret itself is never stored, only Hash (hex SHA-256 of the secret).
+type Token struct {
+	ID        string    `json:"id"`
+	Hash      string    `json:"-"`
+	Admin     bool      `json:"admin"`
+	Agent     string    `json:"agent,omitempty"`
+	Name      string    `json:"name,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
+}
+
+// CheckToken validates a token about to be created; backends call it. It
+// returns an error wrapping ErrInvalid.
+func CheckToken(t *Token) error {
+	if t == nil {
+		return fmt.Errorf("%w: nil token", ErrInvalid)
+	}
+	if len(t.Hash) != 64 {
+		return fmt.Errorf("%w: token hash must be 64 hex digits", ErrInvalid)
+	}
+	for _, c := range t.Hash {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fmt.Errorf("%w: token hash must be 64 lower-case hex digits", ErrInvalid)
+		}
+	}
+	if t.Admin == (t.Agent != "") {
+		return fmt.Errorf("%w: a token is either an admin token or an agent's (admin=%v, agent=%q)", ErrInvalid, t.Admin, t.Agent)
+	}
+	return nil
 }
 
 // Acquisition is one counter increment a call needs; Max is the default

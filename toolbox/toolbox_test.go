@@ -320,18 +320,21 @@ func processWithArg(arg string) bool {
 // A coding-agent tool returns the compact summary, even when the raw stream
 // is far larger than max_output, and streams progress while it runs.
 func TestCodingAgentCompaction(t *testing.T) {
-	fixture, err := filepath.Abs("compact/testdata/cursor_success.ndjson")
+	// The fixture is copied into the workspace: the sandbox shows the tool its
+	// workspace, not this repository (which may sit under a private /tmp).
+	stream, err := os.ReadFile("compact/testdata/cursor_success.ndjson")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(fixture); err != nil {
-		t.Skip("fixture missing:", err)
-	}
-	d := scriptDef(t, `cat '`+fixture+`'`)
+	d := scriptDef(t, `cat stream.ndjson`)
 	d.Name = "cursor-agent"
 	d.MaxOutput = 1024 // far smaller than the stream: the result event is past the cap
 	var progress []string
 	in := inv(t, `{}`)
+	os.MkdirAll(in.Agent.Workspace, 0o755)
+	if err := os.WriteFile(filepath.Join(in.Agent.Workspace, "stream.ndjson"), stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	in.Progress = func(s string) { progress = append(progress, s) }
 	res := New(d).Execute(context.Background(), in)
 	if !res.Success || !strings.HasPrefix(res.Text, "Cursor agent completed successfully in ") || !strings.Contains(res.Text, "Result:\n") || strings.Contains(res.Text, "truncated") {

@@ -97,7 +97,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
 	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd())
+	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd())
 	return root
 }
 

@@ -54,6 +54,8 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitRuntime", testAdmitRuntime},
 		{"AdmitInvalidAndClosed", testAdmitInvalid},
 		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
+		{"Tokens", testTokens},
+		{"TokensTwoStoresAndRevokeRace", testTokensRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/store"
+)
+
+// serveCmd is `armory serve`: the world's agents over MCP and REST.
+func (a *app) serveCmd() *cobra.Command {
+	var opts server.Options
+	cmd := &cobra.Command{
+		Use:   "serve [--addr 127.0.0.1:7411]",
+		Short: "Serve the world's agents over MCP (/agents/ID/mcp) and a REST API (/api)",
+		Long: "serve hosts the world: each agent's tools over MCP (streamable HTTP at /agents/ID/mcp),\n" +
+			"a REST API under /api, Server-Sent Events at /api/events and Prometheus metrics at /metrics.\n" +
+			"Every call goes through the guarded pipeline. Requests need a bearer token (armory token create);\n" +
+			"on first start an admin token is created and printed once to stderr.\n" +
+			"SIGINT or SIGTERM stops it, letting in-flight calls finish (up to --shutdown-timeout).",
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			opts.Logger = log
+			srv, done, err := a.server(ctx, opts)
+			if err != nil {
+				return err
+			}
+			defer done()
+			if secret, err := server.EnsureAdminToken(ctx, srv.Pipeline().Store()); err != nil {
+				return err
+			} else if secret != "" {
+				fmt.Fprintf(a.stderr, "armory: created an admin token (shown only now; keep it safe):\n%s\n", secret)
+			}
+			ln, err := net.Listen("tcp", opts.Addr)
+			if err != nil {
+				return armory.E("serve", armory.KindUnavailable, "cannot listen on "+opts.Addr, err)
+			}
+			if host, _, _ := net.SplitHostPort(opts.Addr); !isLoopback(host) {
+				log.Warn("listening on a non-loopback address: put TLS in front of it", "addr", ln.Addr().String())
+			}
+			fmt.Fprintf(a.stderr, "armory: listening on http://%s (world %q, %d agents)\n", ln.Addr(), srv.Pipeline().Host().World.Name, len(srv.Pipeline().Host().Agents()))
+			return srv.Serve(ctx, ln)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Addr, "addr", "127.0.0.1:7411", "listen address (loopback by default)")
+	f.StringSliceVar(&opts.AllowHosts, "allow-host", nil, "further Host header names to accept (e.g. a reverse proxy's name)")
+	f.StringSliceVar(&opts.AllowOrigins, "allow-origin", nil, "further origins (scheme://host[:port]) allowed to call the API")
+	f.DurationVar(&opts.ApprovalWait, "approval-wait", 60*time.Second, "how long an MCP tool call waits for an approval before returning pending")
+	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let in-flight calls finish on SIGINT/SIGTERM")
+	f.Int64Var(&opts.MaxBodyBytes, "max-body", 1<<20, "largest request body in bytes")
+	return cmd
+}
+
+func isLoopback(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// server builds the server the way pipeline() builds the CLI's pipeline:
+// world, store, JSONL audit sink (when no other process holds it).
+func (a *app) server(ctx context.Context, opts server.Options) (*server.Server, func(), error) {
+	h, err := a.open()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := a.openStore(ctx, h.World.Dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	gopts := guard.Options{Store: st}
+	sink, err := audit.OpenFile(filepath.Join(h.World.Dir, ".armory", "audit"), audit.FileOptions{})
+	if err == nil {
+		gopts.AuditFile = sink
+	} else if !strings.Contains(err.Error(), "in use by another writer") {
+		st.Close()
+		return nil, nil, armory.E("audit", armory.KindUnavailable, "cannot open the JSONL audit trail", err)
+	}
+	srv, err := server.New(h, gopts, opts)
+	if err != nil {
+		if sink != nil {
+			sink.Close()
+		}
+		st.Close()
+		return nil, nil, err
+	}
+	return srv, func() {
+		if sink != nil {
+			sink.Close()
+		}
+		st.Close()
+	}, nil
+}
+
+// mcpCmd is `armory mcp AGENT`: one agent's tools over MCP on stdio.
+func (a *app) mcpCmd() *cobra.Command {
+	var opts server.Options
+	cmd := &cobra.Command{
+		Use:   "mcp AGENT",
+		Short: "Serve one agent's tools over MCP on stdin/stdout (for clients that spawn a process)",
+		Args:  exactArgs("AGENT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			srv, done, err := a.server(ctx, opts)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ms, err := srv.MCPServer(args[0])
+			if err != nil {
+				return err
+			}
+			if err := ms.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
+				return armory.E("mcp", armory.KindUnavailable, "the MCP session ended", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&opts.ApprovalWait, "approval-wait", 60*time.Second, "how long a tool call waits for an approval before returning pending")
+	return cmd
+}
+
+// tokenCmd is `armory token create|list|revoke`.
+func (a *app) tokenCmd() *cobra.Command {
+	c := &cobra.Command{Use: "token", Short: "Create, list and revoke the server's bearer tokens"}
+	var admin bool
+	var name string
+	create := &cobra.Command{
+		Use:   "create AGENT | create --admin",
+		Short: "Create a token for one agent (or an admin token) and print it once",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			agent := ""
+			switch {
+			case admin && len(args) == 0:
+			case !admin && len(args) == 1:
+				agent = args[0]
+			default:
+				return usageErr("token create takes AGENT, or --admin and no argument")
+			}
+			ctx := context.Background()
+			h, st, err := a.storeOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if agent != "" {
+				if _, err := h.Agent(agent); err != nil {
+					return err
+				}
+			}
+			secret, t, err := server.CreateToken(ctx, st, agent, admin, name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(a.stdout, secret)
+			scope := "admin"
+			if !admin {
+				scope = "agent " + agent
+			}
+			fmt.Fprintf(a.stderr, "token %s (%s) created; it is shown only now\n", t.ID, scope)
+			return nil
+		},
+	}
+	create.Flags().BoolVar(&admin, "admin", false, "an admin token (reaches every agent and the admin API)")
+	create.Flags().StringVar(&name, "name", "", "a note to tell tokens apart")
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens (never their secrets)",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := context.Background()
+			_, st, err := a.storeOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			ts, err := st.ListTokens(ctx)
+			if err != nil {
+				return storeErr("token list", err)
+			}
+			if asJSON {
+				if ts == nil {
+					ts = []*store.Token{}
+				}
+				return a.printJSON(ts)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSCOPE\tCREATED\tSTATE\tNAME")
+			for _, t := range ts {
+				scope, state := "agent:"+t.Agent, "active"
+				if t.Admin {
+					scope = "admin"
+				}
+				if !t.RevokedAt.IsZero() {
+					state = "revoked " + t.RevokedAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, scope, t.CreatedAt.Format(time.RFC3339), state, t.Name)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token; it stops working at once, in every server on this store",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := context.Background()
+			_, st, err := a.storeOnly(ctx)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			if err := st.RevokeToken(ctx, args[0]); err != nil {
+				return storeErr("token revoke", err)
+			}
+			fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])
+			return nil
+		},
+	}
+	c.AddCommand(create, list, revoke)
+	return c
+}

@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/armory-dev/armory/guard"
+)
+
+// hub fans the pipeline's events out to event-stream clients. publish never
+// blocks: each client has a bounded buffer, and a client whose buffer is
+// full is dropped (its stream ends) rather than slowing the pipeline.
+type hub struct {
+	mu     sync.Mutex
+	subs   map[*subscriber]struct{}
+	size   int
+	closed bool
+}
+
+type subscriber struct {
+	ch   chan []byte
+	gone chan struct{} // closed when dropped or at shutdown
+}
+
+func newHub(size int) *hub { return &hub{subs: map[*subscriber]struct{}{}, size: size} }
+
+func (h *hub) subscribe() (*subscriber, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, false
+	}
+	sub := &subscriber{ch: make(chan []byte, h.size), gone: make(chan struct{})}
+	h.subs[sub] = struct{}{}
+	return sub, true
+}
+
+func (h *hub) unsubscribe(sub *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.subs[sub]; ok {
+		delete(h.subs, sub)
+		close(sub.gone)
+	}
+}
+
+func (h *hub) publish(e guard.Event) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	msg := fmt.Appendf(nil, "event: %s\ndata: %s\n\n", e.Kind, b)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		select {
+		case sub.ch <- msg:
+		default: // too slow: drop it
+			delete(h.subs, sub)
+			close(sub.gone)
+		}
+	}
+}
+
+// close ends every stream and refuses new ones.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	for sub := range h.subs {
+		delete(h.subs, sub)
+		close(sub.gone)
+	}
+}
+
+func (h *hub) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
+// handleEvents streams events as Server-Sent Events until the client goes,
+// falls behind, or the server shuts down. A comment line every 15s keeps
+// proxies from closing an idle stream.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	sub, ok := s.events.subscribe()
+	if !ok {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.events.unsubscribe(sub)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	fmt.Fprint(w, ": armory events\n\n")
+	if rc.Flush() != nil {
+		return
+	}
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	// A write blocked on a client that does not read is cut when the
+	// client is dropped, and in any case after eventWriteTimeout.
+	stopWatch := context.AfterFunc(ctxOf(sub.gone), func() { rc.SetWriteDeadline(time.Now()) })
+	defer stopWatch()
+	write := func(b []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	for {
+		select {
+		case msg := <-sub.ch:
+			if !write(msg) {
+				return
+			}
+		case <-ping.C:
+			if !write([]byte(": ping\n\n")) {
+				return
+			}
+		case <-sub.gone:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// eventWriteTimeout bounds one event write to a stream client.
+const eventWriteTimeout = 10 * time.Second
+
+// ctxOf returns a context that ends when ch is closed.
+func ctxOf(ch <-chan struct{}) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-ch
+		cancel()
+	}()
+	return ctx
+}

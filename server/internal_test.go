@@ -1,0 +1,135 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/armory-dev/armory/guard"
+)
+
+func TestHubDropsSlowSubscriber(t *testing.T) {
+	h := newHub(2)
+	slow, _ := h.subscribe()
+	fast, _ := h.subscribe()
+	for i := range 5 {
+		h.publish(guard.Event{Kind: guard.EventCallFinished, Message: fmt.Sprint(i)}) // never blocks
+		<-fast.ch
+	}
+	select {
+	case <-slow.gone:
+	default:
+		t.Fatal("a subscriber that fell behind by more than its buffer was not dropped")
+	}
+	select {
+	case <-fast.gone:
+		t.Fatal("a subscriber that kept up was dropped")
+	default:
+	}
+	if n := h.count(); n != 1 {
+		t.Fatalf("%d subscribers, want 1", n)
+	}
+	// The slow one got exactly its buffer's worth, in order.
+	if m := string(<-slow.ch); !strings.Contains(m, `"message":"0"`) || !strings.HasPrefix(m, "event: call_finished\ndata: ") || !strings.HasSuffix(m, "\n\n") {
+		t.Fatalf("first buffered event: %q", m)
+	}
+	h.unsubscribe(slow) // after a drop: no double close
+	h.close()
+	select {
+	case <-fast.gone:
+	default:
+		t.Fatal("close did not end the streams")
+	}
+	if _, ok := h.subscribe(); ok {
+		t.Fatal("subscribed after close")
+	}
+	h.publish(guard.Event{Kind: "x"}) // no subscribers, no panic
+}
+
+func TestHostPolicy(t *testing.T) {
+	hp, err := newHostPolicy("10.1.2.3:7411", []string{"Armory.Internal", "proxy.example:8443", "[fd00::1]"}, []string{"https://console.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		host string
+		ok   bool
+	}{
+		{"127.0.0.1:7411", true},
+		{"localhost", true},
+		{"LOCALHOST:1", true},
+		{"[::1]:7411", true},
+		{"10.1.2.3:7411", true},
+		{"armory.internal:99", true},
+		{"proxy.example:8443", true},
+		{"proxy.example:8444", false},
+		{"proxy.example", false},
+		{"[fd00::1]:80", true},
+		{"", false},
+		{"evil.example", false},
+		{"127.0.0.1.evil.example:7411", false},
+		{"localhost.evil.example", false},
+		{"127.0.0.2:7411", false},
+		{"0.0.0.0:7411", false},
+	} {
+		if got := hp.hostOK(tc.host); got != tc.ok {
+			t.Errorf("hostOK(%q) = %v, want %v", tc.host, got, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		origin, host string
+		ok           bool
+	}{
+		{"http://127.0.0.1:7411", "127.0.0.1:7411", true},
+		{"http://127.0.0.1:7412", "127.0.0.1:7411", false},
+		{"https://console.example", "127.0.0.1:7411", true},
+		{"http://console.example", "127.0.0.1:7411", false},
+		{"null", "127.0.0.1:7411", false},
+		{"file://", "127.0.0.1:7411", false},
+		{"chrome-extension://abc", "abc", false},
+		{"http://evil.example", "evil.example", true}, // same origin; the Host check refuses it first
+	} {
+		if got := hp.originOK(tc.origin, tc.host); got != tc.ok {
+			t.Errorf("originOK(%q, %q) = %v, want %v", tc.origin, tc.host, got, tc.ok)
+		}
+	}
+	// Bound to every interface: only loopback names (and allowed ones).
+	any, _ := newHostPolicy("0.0.0.0:7411", nil, nil)
+	if any.hostOK("0.0.0.0:7411") || any.hostOK("192.168.1.5:7411") || !any.hostOK("localhost:7411") {
+		t.Error("0.0.0.0 policy")
+	}
+	for _, bad := range []struct{ addr, origin string }{{"nohostport", ""}, {"127.0.0.1:1", "console.example"}} {
+		var origins []string
+		if bad.origin != "" {
+			origins = []string{bad.origin}
+		}
+		if _, err := newHostPolicy(bad.addr, nil, origins); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+}
+
+// FuzzHostPolicy: no input panics, and an accepted Host always names an
+// allowed host.
+func FuzzHostPolicy(f *testing.F) {
+	for _, s := range []string{"localhost:1", "[::1]:80", "evil.example", "127.0.0.1", "[", "::1", "a:b:c", "%00"} {
+		f.Add(s, "http://"+s)
+	}
+	hp, _ := newHostPolicy("127.0.0.1:7411", []string{"armory.internal"}, nil)
+	f.Fuzz(func(t *testing.T, host, origin string) {
+		if hp.hostOK(host) {
+			name := strings.ToLower(host)
+			if h, _, err := net.SplitHostPort(name); err == nil {
+				name = h
+			}
+			name = strings.Trim(name, "[]")
+			switch name {
+			case "localhost", "127.0.0.1", "::1", "armory.internal":
+			default:
+				t.Fatalf("accepted Host %q", host)
+			}
+		}
+		hp.originOK(origin, host)
+	})
+}

@@ -1,0 +1,193 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/registry"
+)
+
+// SessionHeader names the session of a call when the MCP transport has no
+// session id (stdio, or the sessionless protocol revisions).
+const SessionHeader = "X-Armory-Session"
+
+// Meta keys a tools/call request may carry in params._meta.
+const (
+	MetaResume        = "armory.dev/resume"        // resume the call approval <id> was created for
+	MetaTask          = "armory.dev/task"          // task id, recorded in the audit trail
+	MetaJustification = "armory.dev/justification" // lets a call past loop detection
+	MetaOutcome       = "armory.dev/outcome"       // in results: call id, status, approval id
+)
+
+// buildMCP builds one MCP server per agent, listing exactly the tools of
+// the agent's registry (sorted by name by the SDK), with their manifests'
+// annotations.
+func (s *Server) buildMCP() error {
+	s.mcpServers = map[string]*mcp.Server{}
+	for _, ag := range s.h.Agents() {
+		srv, err := s.newMCPServer(ag)
+		if err != nil {
+			return err
+		}
+		s.mcpServers[ag.ID] = srv
+	}
+	s.mcpHTTP = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		return s.mcpServers[r.PathValue("id")]
+	}, &mcp.StreamableHTTPOptions{
+		Logger:              s.opts.Logger,
+		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+		SessionTimeout:      s.opts.MCPSessionTimeout,
+		// The server checks Host and Origin on every route (guardHTTP),
+		// including the names --allow-host adds, which the SDK's own
+		// loopback check would refuse.
+		DisableLocalhostProtection:   true,
+		PropagateRequestCancellation: true,
+	})
+	return nil
+}
+
+func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "armory", Title: "Armory tools of agent " + ag.ID, Version: Version},
+		&mcp.ServerOptions{
+			Instructions: s.instructions(ag),
+			Logger:       s.opts.Logger,
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		})
+	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
+		var probe struct {
+			Type any `json:"type"`
+		}
+		if err := json.Unmarshal(t.InputSchema, &probe); err != nil || probe.Type != "object" {
+			return nil, armory.E("server", armory.KindInvalid, fmt.Sprintf("tool %s: MCP needs an input schema of type \"object\"", t.Name))
+		}
+		tool := &mcp.Tool{
+			Name:        t.Name,
+			Description: t.Description,
+			InputSchema: t.InputSchema,
+			Annotations: &mcp.ToolAnnotations{
+				ReadOnlyHint:    t.Annotations.ReadOnly,
+				DestructiveHint: &t.Annotations.Destructive,
+				IdempotentHint:  t.Annotations.Idempotent,
+				OpenWorldHint:   &t.Annotations.OpenWorld,
+			},
+		}
+		if len(t.OutputSchema) > 0 {
+			tool.OutputSchema = t.OutputSchema
+		}
+		srv.AddTool(tool, s.toolHandler(ag.ID, len(t.OutputSchema) > 0))
+	}
+	return srv, nil
+}
+
+// instructions are the toolkit policy texts that apply to the agent's
+// tools (seed 004: policy text only when its tools are available).
+func (s *Server) instructions(ag *host.Agent) string {
+	var b strings.Builder
+	for _, p := range s.h.Policies() {
+		if strings.TrimSpace(p.Text) == "" {
+			continue
+		}
+		for _, t := range p.Tools {
+			if ag.Registry.Has(t) {
+				fmt.Fprintf(&b, "Toolkit %s: %s\n", p.Toolkit, strings.TrimSpace(p.Text))
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// MCPServer returns the MCP server of agent id (for stdio), or an error of
+// kind KindNotFound.
+func (s *Server) MCPServer(id string) (*mcp.Server, error) {
+	srv, ok := s.mcpServers[id]
+	if !ok {
+		return nil, armory.E("server", armory.KindNotFound, "unknown agent "+quote(id))
+	}
+	return srv, nil
+}
+
+// ScopeSession returns the session a client-named session maps to: sessions
+// belong to an agent, so a name not already "<agent>:…" gets that prefix
+// (a client of one agent cannot spend another agent's session caps). An
+// empty name is the agent's default session.
+func ScopeSession(agent, name string) string {
+	if name == "" {
+		return guard.DefaultSession(agent)
+	}
+	if strings.HasPrefix(name, agent+":") {
+		return name
+	}
+	return agent + ":" + name
+}
+
+// toolHandler runs an MCP tools/call through the pipeline. Refusals and
+// failures are results with isError set, never protocol errors.
+func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		name := ""
+		if req.Session != nil {
+			name = req.Session.ID()
+		}
+		if name == "" && req.Extra != nil && req.Extra.Header != nil {
+			name = req.Extra.Header.Get(SessionHeader)
+		}
+		c := guard.Call{
+			Agent:   agent,
+			Tool:    req.Params.Name,
+			Args:    req.Params.Arguments,
+			Session: ScopeSession(agent, name),
+			Wait:    s.opts.ApprovalWait,
+		}
+		if m := req.Params.Meta; m != nil {
+			c.Resume, _ = m[MetaResume].(string)
+			c.Task, _ = m[MetaTask].(string)
+			c.Justification, _ = m[MetaJustification].(string)
+		}
+		if tok := req.Params.GetProgressToken(); tok != nil && req.Session != nil {
+			var mu sync.Mutex
+			n := 0.0
+			c.Progress = func(msg string) {
+				mu.Lock()
+				n++
+				p := n
+				mu.Unlock()
+				req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Message: msg, Progress: p})
+			}
+		}
+		o := s.execute(ctx, c)
+		return outcomeResult(o, hasOutputSchema), nil
+	}
+}
+
+// outcomeResult turns an outcome into an MCP result: the result text as
+// content; for a success, the tool's value as structured content when the
+// tool declares an output schema; for anything else isError, with the whole
+// outcome as structured content.
+func outcomeResult(o guard.Outcome, hasOutputSchema bool) *mcp.CallToolResult {
+	res := &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: o.Result}},
+		Meta: mcp.Meta{MetaOutcome: map[string]any{
+			"call_id": o.CallID, "status": o.Status, "approval_id": o.ApprovalID, "decided_by": o.DecidedBy, "permission": o.Permission,
+		}},
+	}
+	if o.Status == audit.StatusSuccess {
+		if hasOutputSchema && o.Value != nil {
+			res.StructuredContent = o.Value
+		}
+		return res
+	}
+	res.IsError = true
+	res.StructuredContent = o
+	return res
+}

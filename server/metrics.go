@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/armory-dev/armory/store"
+)
+
+// metrics are the server's Prometheus metrics, on a registry of its own.
+// The tool label is a catalog tool name or "unknown", so that callers
+// cannot grow the label set with made-up names.
+type metrics struct {
+	reg     *prometheus.Registry
+	calls   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+	limits  prometheus.Counter
+	handler http.Handler
+}
+
+func newMetrics(st store.Store) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "armory_calls_total", Help: "Tool calls through the pipeline, by tool and outcome status.",
+	}, []string{"tool", "status"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "armory_call_duration_seconds", Help: "Time from a call's arrival to its outcome (approval waits included), by tool.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 12),
+	}, []string{"tool"})
+	m.limits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "armory_limits_reached_total", Help: "Calls refused because a session cap was reached.",
+	})
+	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "armory_pending_approvals", Help: "Open approval requests (pending or escalated), read from the store at scrape time.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n := 0
+		for _, s := range []store.ApprovalStatus{store.StatusPending, store.StatusEscalated} {
+			as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Limit: store.MaxLimit})
+			if err != nil {
+				return -1
+			}
+			n += len(as)
+		}
+		return float64(n)
+	})
+	m.reg.MustRegister(m.calls, m.latency, m.limits, pending,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	return m
+}
+
+// observe records one call; known says whether tool is a tool of the
+// calling agent (else it is counted as "unknown").
+func (m *metrics) observe(known bool, tool, status string, d time.Duration) {
+	if !known {
+		tool = "unknown"
+	}
+	m.calls.WithLabelValues(tool, status).Inc()
+	m.latency.WithLabelValues(tool).Observe(d.Seconds())
+}

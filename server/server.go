@@ -1,0 +1,312 @@
+// Package server is Armory's network surface: it serves a world's agents
+// over the Model Context Protocol (streamable HTTP at /agents/{id}/mcp, and
+// stdio), a REST API under /api, Server-Sent Events of the pipeline's events
+// and Prometheus metrics.
+//
+// The server decides nothing about tools: every tool call, from MCP and
+// from REST, goes through guard.Pipeline.Execute, the one enforcement path.
+// What the server adds is transport safety (Host and Origin checks against
+// DNS rebinding, body and time limits), authentication (bearer tokens,
+// scoped to one agent or admin) and one error model: a JSON body
+// {"error":{"kind","message"}} whose status comes from armory.HTTPStatus.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/store"
+)
+
+// Version is reported to MCP clients.
+const Version = "0.1.0"
+
+// Options configure a Server. Zero fields take the defaults documented on
+// each; New copies the struct, so later changes by the caller do not reach
+// the server.
+type Options struct {
+	// Addr is the address the server listens on ("127.0.0.1:7411"); its
+	// host is accepted in Host headers besides the loopback names.
+	Addr string
+	// AllowHosts are further Host header values to accept: a hostname
+	// ("armory.internal") matches any port, "host:port" only that port.
+	AllowHosts []string
+	// AllowOrigins are origins ("https://console.example") allowed besides
+	// the same origin, for requests that carry an Origin header.
+	AllowOrigins []string
+	// ApprovalWait bounds how long an MCP tools/call waits for an approval
+	// before returning a pending result (default 60s).
+	ApprovalWait time.Duration
+	// MaxCallWait bounds the "wait" a REST call may ask for (default 10m).
+	MaxCallWait time.Duration
+	// MaxBodyBytes bounds every request body (default 1 MiB).
+	MaxBodyBytes int64
+	// ReadHeaderTimeout bounds reading request headers (default 10s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request (default 30s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response (default 30s). Tool calls (MCP
+	// and REST) and event streams are exempt: a call is bounded by its
+	// approval wait and the tool's own timeout, a stream by its client.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds idle keep-alive connections (default 120s).
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds how long Serve drains in-flight tool calls
+	// after its context ends (default 30s); calls still running then are
+	// cancelled.
+	ShutdownTimeout time.Duration
+	// MCPSessionTimeout closes MCP sessions idle this long (default 30m).
+	MCPSessionTimeout time.Duration
+	// EventBuffer is each event-stream client's buffer (default 64
+	// events); a client that falls that far behind is disconnected.
+	EventBuffer int
+	// Logger logs requests that fail and server life events (default:
+	// discard). Tokens are never logged.
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:7411"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.ApprovalWait, 60*time.Second)
+	def(&o.MaxCallWait, 10*time.Minute)
+	def(&o.ReadHeaderTimeout, 10*time.Second)
+	def(&o.ReadTimeout, 30*time.Second)
+	def(&o.WriteTimeout, 30*time.Second)
+	def(&o.IdleTimeout, 120*time.Second)
+	def(&o.ShutdownTimeout, 30*time.Second)
+	def(&o.MCPSessionTimeout, 30*time.Minute)
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 1 << 20
+	}
+	if o.EventBuffer <= 0 {
+		o.EventBuffer = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Server serves one host's agents. It is safe for concurrent use.
+type Server struct {
+	p    *guard.Pipeline
+	h    *host.Host
+	st   store.Store
+	opts Options
+
+	mcpServers map[string]*mcp.Server
+	mcpHTTP    http.Handler
+	events     *hub
+	metrics    *metrics
+	calls      tracker
+	handler    http.Handler
+	hosts      hostPolicy
+}
+
+// New builds the pipeline for h from gopts (whose Store is required) with
+// the server's event hook chained before gopts.OnEvent, and the server
+// around it. Errors: those of guard.New; KindInvalid for a tool whose input
+// schema is not an object schema (MCP requires one) or a bad Addr.
+func New(h *host.Host, gopts guard.Options, opts Options) (*Server, error) {
+	opts.defaults()
+	s := &Server{h: h, st: gopts.Store, opts: opts}
+	s.events = newHub(opts.EventBuffer)
+	s.metrics = newMetrics(gopts.Store)
+	prev := gopts.OnEvent
+	gopts.OnEvent = func(e guard.Event) {
+		s.onEvent(e)
+		if prev != nil {
+			prev(e)
+		}
+	}
+	p, err := guard.New(h, gopts)
+	if err != nil {
+		return nil, err
+	}
+	s.p = p
+	if s.hosts, err = newHostPolicy(opts.Addr, opts.AllowHosts, opts.AllowOrigins); err != nil {
+		return nil, err
+	}
+	if err := s.buildMCP(); err != nil {
+		return nil, err
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Pipeline returns the server's pipeline.
+func (s *Server) Pipeline() *guard.Pipeline { return s.p }
+
+// Handler returns the server's HTTP handler (every route, with the Host,
+// Origin and body checks).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves on ln until ctx ends, then shuts down gracefully: it stops
+// accepting connections, ends event streams, waits up to ShutdownTimeout
+// for in-flight tool calls to finish, then cancels what still runs and
+// closes every connection. It returns nil after a shutdown caused by ctx,
+// or the error that stopped serving.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		WriteTimeout:      s.opts.WriteTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.opts.Logger.Info("shutting down", "in_flight_calls", s.calls.count())
+	s.events.close()
+	// Shutdown stops accepting and waits for active requests; the grace
+	// beyond ShutdownTimeout lets cancelled calls write their audit entries
+	// and responses.
+	const grace = 10 * time.Second
+	shut := make(chan struct{})
+	go func() {
+		sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout+grace)
+		defer cancel()
+		srv.Shutdown(sctx)
+		close(shut)
+	}()
+	if !s.calls.wait(s.opts.ShutdownTimeout) {
+		s.opts.Logger.Warn("shutdown: cancelling calls still running", "calls", s.calls.count())
+	}
+	// Calls are done (or out of time): end what remains (MCP streams, and
+	// calls past the drain time, whose finish entries are still written).
+	cancelBase()
+	select {
+	case <-shut:
+	case <-time.After(grace):
+	}
+	srv.Close()
+	return nil
+}
+
+// tracker counts in-flight tool calls.
+type tracker struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (t *tracker) begin() { t.mu.Lock(); t.n++; t.mu.Unlock() }
+func (t *tracker) end()   { t.mu.Lock(); t.n--; t.mu.Unlock() }
+func (t *tracker) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}
+
+// wait reports whether the count reached zero within d.
+func (t *tracker) wait(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for t.count() > 0 {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// execute runs c through the pipeline (the only way the server runs a
+// tool), records metrics and publishes call_finished.
+func (s *Server) execute(ctx context.Context, c guard.Call) guard.Outcome {
+	s.calls.begin()
+	defer s.calls.end()
+	start := time.Now()
+	o := s.p.Execute(ctx, c)
+	tool := c.Tool
+	known := false
+	if ag, err := s.h.Agent(c.Agent); err == nil {
+		known = ag.Registry.Has(tool)
+	}
+	s.metrics.observe(known, tool, string(o.Status), time.Since(start))
+	s.publish(guard.Event{Kind: guard.EventCallFinished, Time: time.Now(), Agent: c.Agent, Session: c.Session, Tool: tool,
+		ApprovalID: o.ApprovalID, Status: string(o.Status), Message: "call " + o.CallID})
+	return o
+}
+
+// onEvent receives the pipeline's events.
+func (s *Server) onEvent(e guard.Event) {
+	if e.Kind == guard.EventLimitReached {
+		s.metrics.limits.Inc()
+	}
+	s.publish(e)
+}
+
+func (s *Server) publish(e guard.Event) { s.events.publish(e) }
+
+// ---- errors ----
+
+// errorBody is the one error model of the HTTP surface.
+type errorBody struct {
+	Error struct {
+		Kind    armory.Kind `json:"kind"`
+		Message string      `json:"message"`
+	} `json:"error"`
+}
+
+// writeError writes err as {"error":{"kind","message"}} with the status of
+// its kind (armory.HTTPStatus). A request body over the limit is 413.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	kind := armory.KindOf(err)
+	status := armory.HTTPStatus(kind)
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		kind, status = armory.KindInvalid, http.StatusRequestEntityTooLarge
+		err = armory.E("", armory.KindInvalid, fmt.Sprintf("the request body is larger than %d bytes", mb.Limit))
+	}
+	if kind == armory.KindUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="armory"`)
+	}
+	if status >= 500 {
+		s.opts.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	var b errorBody
+	b.Error.Kind = kind
+	b.Error.Message = armory.Message(err)
+	writeJSON(w, status, b)
+}
+
+// storeErr maps the store's sentinel errors to error kinds.
+func storeErr(op string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return armory.E(op, armory.KindNotFound, strings.TrimPrefix(err.Error(), "store: "))
+	case errors.Is(err, store.ErrConflict):
+		return armory.E(op, armory.KindConflict, err.Error())
+	case errors.Is(err, store.ErrInvalid):
+		return armory.E(op, armory.KindInvalid, err.Error())
+	}
+	return armory.E(op, armory.KindUnavailable, "the store failed", err)
+}
