@@ -18,16 +18,20 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/world"
 )
 
 // serveCmd is `armory serve`: the world's agents over MCP and REST.
 func (a *app) serveCmd() *cobra.Command {
 	var opts server.Options
+	var exampleWorld bool
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:7411]",
+		Use:   "serve [--addr 127.0.0.1:7411] [--example]",
 		Short: "Serve the world's agents over MCP (/agents/ID/mcp) and a REST API (/api)",
 		Long: "serve hosts the world: each agent's tools over MCP (streamable HTTP at /agents/ID/mcp),\n" +
 			"a REST API under /api, Server-Sent Events at /api/events and Prometheus metrics at /metrics.\n" +
@@ -36,6 +40,11 @@ func (a *app) serveCmd() *cobra.Command {
 			"SIGINT or SIGTERM stops it, letting in-flight calls finish (up to --shutdown-timeout).",
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if exampleWorld {
+				if err := a.useExampleWorld(cmd); err != nil {
+					return err
+				}
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -58,11 +67,13 @@ func (a *app) serveCmd() *cobra.Command {
 				log.Warn("listening on a non-loopback address: put TLS in front of it", "addr", ln.Addr().String())
 			}
 			fmt.Fprintf(a.stderr, "armory: listening on http://%s (world %q, %d agents)\n", ln.Addr(), srv.Pipeline().Host().World.Name, len(srv.Pipeline().Host().Agents()))
+			a.printConnect(ln.Addr().String(), srv.Pipeline().Host())
 			return srv.Serve(ctx, ln)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.Addr, "addr", "127.0.0.1:7411", "listen address (loopback by default)")
+	f.BoolVar(&exampleWorld, "example", false, "serve the built-in example world, written to --world (default ./demo-world) when that folder has no world yet")
 	f.StringSliceVar(&opts.AllowHosts, "allow-host", nil, "further Host header names to accept (e.g. a reverse proxy's name)")
 	f.StringSliceVar(&opts.AllowOrigins, "allow-origin", nil, "further origins (scheme://host[:port]) allowed to call the API")
 	f.DurationVar(&opts.ApprovalWait, "approval-wait", 60*time.Second, "how long an MCP tool call waits for an approval before returning pending")
@@ -245,4 +256,35 @@ func (a *app) tokenCmd() *cobra.Command {
 	}
 	c.AddCommand(create, list, revoke)
 	return c
+}
+
+// useExampleWorld points --world at the example world, writing it first
+// when the folder holds no world yet. Without an explicit --world (or
+// ARMORY_WORLD) the folder is ./demo-world, never the current folder.
+func (a *app) useExampleWorld(cmd *cobra.Command) error {
+	dir := a.world
+	if !cmd.Flags().Changed("world") && os.Getenv("ARMORY_WORLD") == "" {
+		dir = "demo-world"
+	}
+	if _, err := os.Stat(filepath.Join(dir, world.ConfigFile)); err == nil {
+		a.world = dir
+		return nil
+	}
+	if err := example.Write(dir); err != nil {
+		return armory.E("serve", armory.KindInvalid, "cannot write the example world: "+err.Error())
+	}
+	fmt.Fprintf(a.stderr, "armory: wrote the example world to %s\n", dir)
+	a.world = dir
+	return nil
+}
+
+// printConnect tells a person how to point an MCP client at an agent.
+func (a *app) printConnect(addr string, h *host.Host) {
+	ids := h.World.AgentIDs()
+	if len(ids) == 0 {
+		return
+	}
+	fmt.Fprintf(a.stderr, "armory: each agent's tools are at http://%s/agents/AGENT/mcp (agents: %s)\n", addr, strings.Join(ids, ", "))
+	fmt.Fprintf(a.stderr, "armory: make a token for one agent with: armory --world %s token create %s\n", a.world, ids[0])
+	fmt.Fprintf(a.stderr, "armory: and send it as the header  Authorization: Bearer <token>  (docs/mcp.md shows client configs)\n")
 }

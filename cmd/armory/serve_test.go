@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -176,5 +178,62 @@ func TestCLIMCPStdio(t *testing.T) {
 	r := armoryCmd(t, nil, "--world", w, "audit", "--agent", "architect", "--tool", "workspace.write", "--json")
 	if r.code != 0 || !strings.Contains(r.stdout, `"session": "architect:default"`) {
 		t.Fatalf("stdio calls were not audited: %+v", r)
+	}
+}
+
+// README's main command: `armory serve --example` writes the example world
+// into ./demo-world (never into the current folder itself), serves it and
+// says how to connect; a second start reuses the world.
+func TestCLIServeExample(t *testing.T) {
+	cwd := t.TempDir()
+	for round := 0; round < 2; round++ {
+		cmd := exec.Command(binary, "serve", "--example", "--addr", "127.0.0.1:0")
+		cmd.Dir = cwd
+		cmd.Env = append(os.Environ(), "ARMORY_WORLD=")
+		stderr, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		var url string
+		var out []string
+		for sc.Scan() {
+			l := sc.Text()
+			out = append(out, l)
+			if _, rest, ok := strings.Cut(l, "listening on "); ok {
+				url, _, _ = strings.Cut(rest, " ")
+			}
+			if strings.Contains(l, "Authorization: Bearer") {
+				break
+			}
+		}
+		all := strings.Join(out, "\n")
+		if url == "" || !strings.Contains(all, "/agents/AGENT/mcp (agents: architect,") || !strings.Contains(all, "token create architect") {
+			cmd.Process.Kill()
+			t.Fatalf("round %d output:\n%s", round, all)
+		}
+		if (round == 0) != strings.Contains(all, "wrote the example world to demo-world") {
+			cmd.Process.Kill()
+			t.Fatalf("round %d: the world is written once:\n%s", round, all)
+		}
+		resp, err := http.Get(url + "/healthz")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("healthz: %v %v", resp, err)
+		}
+		resp.Body.Close()
+		cmd.Process.Signal(syscall.SIGTERM)
+		go io.Copy(io.Discard, stderr)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("serve did not exit cleanly on SIGTERM: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "demo-world", "world-config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(cwd, "world-config.yaml")); err == nil {
+		t.Fatal("the example world was written into the current folder")
 	}
 }
