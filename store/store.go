@@ -366,3 +366,32 @@ func (e *DecisionError) Is(target error) bool {
 	}
 	return target == ErrConflict
 }
+
+// NewApproval returns the approval a backend stores for a: a fresh ID when
+// a has none, CreatedAt now (UTC, microseconds) when zero, status pending
+// and route human when empty, and null Args when none. It returns an error
+// wrapping ErrInvalid for an unknown status. Every backend calls it, so the
+// defaults are the same everywhere.
+func NewApproval(a *Approval, now time.Time) (Approval, error) {
+	c := *a
+	if c.ID == "" {
+		c.ID = audit.NewID()
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = now
+	}
+	c.CreatedAt = c.CreatedAt.UTC().Truncate(time.Microsecond)
+	if c.Status == "" {
+		c.Status = StatusPending
+	}
+	if !c.Status.Valid() {
+		return c, fmt.Errorf("%w: status %q", ErrInvalid, c.Status)
+	}
+	if c.Route == "" {
+		c.Route = RouteHuman
+	}
+	if len(c.Args) == 0 {
+		c.Args = json.RawMessage("null")
+	}
+	return c, nil
+}

@@ -623,25 +623,9 @@ func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
 		return err
 	}
 	defer release()
-	c := *a
-	if c.ID == "" {
-		c.ID = audit.NewID()
-	}
-	if c.CreatedAt.IsZero() {
-		c.CreatedAt = s.opts.Now()
-	}
-	c.CreatedAt = c.CreatedAt.UTC().Truncate(time.Microsecond)
-	if c.Status == "" {
-		c.Status = store.StatusPending
-	}
-	if !c.Status.Valid() {
-		return fmt.Errorf("sqlite: create approval: %w: status %q", store.ErrInvalid, c.Status)
-	}
-	if c.Route == "" {
-		c.Route = store.RouteHuman
-	}
-	if len(c.Args) == 0 {
-		c.Args = json.RawMessage("null")
+	c, err := store.NewApproval(a, s.opts.Now())
+	if err != nil {
+		return fmt.Errorf("sqlite: create approval: %w", err)
 	}
 	var result any
 	if c.Result != nil {
