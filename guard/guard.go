@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -332,4 +331,3 @@ func (p *Pipeline) appendAudit(ctx context.Context, rec *audit.Record) error {
 	return nil
 }
 
-func lower(b []byte) string { return strings.ToLower(string(b)) }

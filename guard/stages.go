@@ -62,9 +62,10 @@ func (p *Pipeline) validate(ctx context.Context, s *state) *refusal {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = []byte("{}")
 	}
+	// jsonschema-go validates values as encoding/json decodes them
+	// (float64 numbers), so decode that way, once.
 	var inst any
 	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
 	if err := dec.Decode(&inst); err != nil {
 		return fail("arguments are not valid JSON: " + err.Error())
 	}
@@ -75,17 +76,13 @@ func (p *Pipeline) validate(ctx context.Context, s *state) *refusal {
 		return fail("arguments must be a JSON object")
 	}
 	s.c.Args = raw
-	s.argsLower = lower(raw)
+	s.argsLower = decodedText(inst)
 	cs := p.schema(s.tool)
 	if cs.err != nil {
 		s.stage("validate", "error", "the tool's input schema is invalid: "+cs.err.Error())
 		return refuse(audit.StatusError, armory.KindInternal, "The tool %s has an invalid input schema (%v); report this to the world's owner.", s.c.Tool, cs.err)
 	}
-	// jsonschema-go validates values as encoding/json decodes them
-	// (float64 numbers), so decode again without UseNumber.
-	var plain any
-	_ = json.Unmarshal(raw, &plain)
-	if err := cs.rs.Validate(plain); err != nil {
+	if err := cs.rs.Validate(inst); err != nil {
 		return fail(strings.TrimPrefix(err.Error(), "validating root: "))
 	}
 	s.stage("validate", "ok", "arguments match the input schema")
@@ -425,4 +422,35 @@ func (r *repeatTracker) note(session string, sum [32]byte) int {
 	}
 	r.last[session] = prev
 	return prev.count
+}
+
+// decodedText is every key and value of decoded JSON arguments, as text,
+// lower-cased, one per line. Patterns match trigger words against it rather
+// than against the raw JSON, so that escapes ("\u0070roduction") cannot
+// hide a word. Depth is bounded by the size limit of the arguments.
+func decodedText(v any) string {
+	var b strings.Builder
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				b.WriteString(k)
+				b.WriteByte('\n')
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			b.WriteString(x)
+			b.WriteByte('\n')
+		case nil:
+		default:
+			fmt.Fprintf(&b, "%v\n", x)
+		}
+	}
+	walk(v)
+	return strings.ToLower(b.String())
 }
