@@ -330,4 +330,3 @@ func (p *Pipeline) appendAudit(ctx context.Context, rec *audit.Record) error {
 	}
 	return nil
 }
-
