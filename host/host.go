@@ -33,6 +33,17 @@ type Options struct {
 	// Sandbox checks a "sandbox" requirement for the world's sandbox
 	// setting (default sandbox.Requirement).
 	Sandbox func(backend string) error
+	// Extra are further tools for the catalog, for example the tools of
+	// upstream MCP servers (see package upstream). They are governed like
+	// any tool; a name that another tool has is an error of the world.
+	Extra []armory.Tool
+	// Unavailable says, per tool name or family, why tools that the world
+	// declares are not in the catalog: an upstream MCP server that failed
+	// to start ("mcp.fs"), a definition withheld until a human accepts it
+	// ("mcp.fs.read_file"). Explain gives the reason of the most specific
+	// entry covering a tool; a group or toolkit entry naming one is not
+	// warned about as undefined.
+	Unavailable map[string]string
 }
 
 // Host is a loaded world with its agents' registries. It is safe for
@@ -44,9 +55,10 @@ type Host struct {
 	Toolkits   *access.Toolkits
 	Warnings   world.Diagnostics
 
-	agents map[string]*Agent
-	unmet  map[string][]string // tool → unmet requirements, with why
-	box    map[string]string   // toolbox tool full name → toolbox name
+	agents  map[string]*Agent
+	unmet   map[string][]string // tool → unmet requirements, with why
+	box     map[string]string   // toolbox tool full name → toolbox name
+	unavail map[string]string   // Options.Unavailable
 }
 
 // Agent is one hosted agent.
@@ -79,7 +91,7 @@ func Open(dir string, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}}
+	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable}
 	var ds world.Diagnostics
 
 	// Catalog: built-ins and toolbox tools. Report every duplicate at once,
@@ -99,6 +111,15 @@ func Open(dir string, opts Options) (*Host, error) {
 		}
 		seen[name] = fmt.Sprintf("%s:%d", def.File, def.Line)
 		h.box[name] = def.Toolbox
+		tools = append(tools, t)
+	}
+	for _, t := range opts.Extra {
+		name := t.Spec().Name
+		if prev, dup := seen[name]; dup {
+			ds.Errorf(world.ConfigFile, 0, "duplicate tool name %q (also %s)", name, prev)
+			continue
+		}
+		seen[name] = "an upstream tool"
 		tools = append(tools, t)
 	}
 	cat, err := registry.NewCatalog(tools)
@@ -191,6 +212,11 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 	defined := func(name string) bool {
 		if h.Catalog.Has(name) || access.IsAlwaysOn(name) {
 			return true
+		}
+		for n := range h.unavail { // declared, though not available now
+			if armory.InFamily(n, name) || armory.InFamily(name, n) {
+				return true
+			}
 		}
 		for _, n := range h.Catalog.Names() { // a family
 			if armory.InFamily(n, name) {
@@ -308,6 +334,9 @@ func (h *Host) visible(ag *Agent, name string) bool {
 func (h *Host) decide(ag *Agent, name string) access.Decision {
 	in := access.Input{Tool: name, Defined: h.Catalog.Has(name), Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: h.unmet[name]}
 	var extra []string
+	if why, ok := h.unavailable(name); ok && !in.Defined {
+		in.Withheld = append(in.Withheld, why)
+	}
 	if tb, ok := h.box[name]; ok && !ag.listed[name] {
 		in.Withheld = []string{fmt.Sprintf("toolbox tool: the agent's \"## Toolbox\" does not list %q from toolbox %q", name[len(tb)+1:], tb)}
 	} else if ok {
@@ -316,6 +345,18 @@ func (h *Host) decide(ag *Agent, name string) access.Decision {
 	d := access.Decide(in)
 	d.Reasons = append(d.Reasons, extra...)
 	return d
+}
+
+// unavailable returns the reason of the most specific Options.Unavailable
+// entry covering name.
+func (h *Host) unavailable(name string) (string, bool) {
+	best, why := "", ""
+	for n, w := range h.unavail {
+		if armory.InFamily(name, n) && len(n) > len(best) {
+			best, why = n, w
+		}
+	}
+	return why, best != ""
 }
 
 // Agent returns the hosted agent id, or an error of kind KindNotFound.

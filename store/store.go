@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/armory-dev/armory/audit"
@@ -139,6 +140,25 @@ type Store interface {
 	// ErrNotFound (for an unknown and for a revoked token alike).
 	LookupToken(ctx context.Context, hash string) (*Token, error)
 
+	// ObservePin records that upstream MCP server's tool was seen with the
+	// definition whose hex SHA-256 is hash (def is the definition itself,
+	// kept for humans to compare). At first sight the definition is pinned;
+	// when a pin exists with another hash, hash and def are recorded as
+	// its pending change (replacing an earlier pending change) and the pin
+	// is kept. It returns the pin after the call: the caller compares
+	// Hash with hash. Atomic with respect to every other Store on the
+	// database (the first observer pins). Errors: ErrInvalid (empty server
+	// or tool, a malformed hash, a definition over MaxPinDefinition).
+	ObservePin(ctx context.Context, server, tool, hash string, def json.RawMessage) (*ToolPin, error)
+	// ListPins returns the pins of server ("" for every server), ordered by
+	// server and tool.
+	ListPins(ctx context.Context, server string) ([]*ToolPin, error)
+	// AcceptPin makes the pending definition of server's tool the pinned
+	// one. When hash is not empty it must equal the pending hash (so that a
+	// human accepts exactly what they looked at). Errors: ErrNotFound (no
+	// such pin), ErrConflict (nothing pending, or another pending hash).
+	AcceptPin(ctx context.Context, server, tool, hash string) (*ToolPin, error)
+
 	// Close waits for queued audit appends to commit, then releases the
 	// database. Later calls return ErrClosed. Close is idempotent.
 	Close() error
@@ -173,6 +193,54 @@ func CheckToken(t *Token) error {
 	}
 	if t.Admin == (t.Agent != "") {
 		return fmt.Errorf("%w: a token is either an admin token or an agent's (admin=%v, agent=%q)", ErrInvalid, t.Admin, t.Agent)
+	}
+	return nil
+}
+
+// ToolPin is the pinned definition of one upstream MCP tool (see package
+// upstream): a changed definition is withheld until a human accepts it.
+type ToolPin struct {
+	Server string `json:"server"`
+	Tool   string `json:"tool"` // the upstream's own tool name
+	// Hash is the hex SHA-256 of the pinned definition (name, description,
+	// input and output schema).
+	Hash       string          `json:"hash"`
+	Definition json.RawMessage `json:"definition,omitempty"`
+	PinnedAt   time.Time       `json:"pinned_at"`
+	// PendingHash is the hash of a changed definition seen since, "" when
+	// none; PendingDefinition is that definition.
+	PendingHash       string          `json:"pending_hash,omitempty"`
+	PendingDefinition json.RawMessage `json:"pending_definition,omitempty"`
+	PendingAt         time.Time       `json:"pending_at,omitzero"`
+}
+
+// MaxPinDefinition is the largest tool definition a pin keeps.
+const MaxPinDefinition = 256 << 10
+
+// CheckPin validates ObservePin's arguments; backends call it. It returns an
+// error wrapping ErrInvalid.
+func CheckPin(server, tool, hash string, def json.RawMessage) error {
+	if server == "" || tool == "" {
+		return fmt.Errorf("%w: a pin needs a server and a tool", ErrInvalid)
+	}
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: pin hash must be 64 lower-case hex digits", ErrInvalid)
+	}
+	if len(def) > MaxPinDefinition {
+		return fmt.Errorf("%w: tool definition is %d bytes; the limit is %d", ErrInvalid, len(def), MaxPinDefinition)
+	}
+	return nil
+}
+
+// CheckAccept validates accepting pin p's pending definition, expecting
+// hash when not empty; backends call it. It returns an error wrapping
+// ErrConflict.
+func CheckAccept(p *ToolPin, hash string) error {
+	if p.PendingHash == "" {
+		return fmt.Errorf("%w: no changed definition is pending", ErrConflict)
+	}
+	if hash != "" && hash != p.PendingHash {
+		return fmt.Errorf("%w: the pending definition is %s, not %s", ErrConflict, p.PendingHash, hash)
 	}
 	return nil
 }

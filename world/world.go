@@ -60,6 +60,10 @@ type World struct {
 	// best available), "bwrap", "landlock" or "none" (explicitly unsandboxed).
 	Sandbox string
 
+	// MCPServers are the upstream MCP servers ("mcp_servers:"), in file
+	// order; see mcpservers.go.
+	MCPServers []MCPServer
+
 	// ToolsProse is tools.md, kept for prompts.
 	ToolsProse string
 
@@ -127,7 +131,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots", "mcp_servers"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -219,6 +223,8 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			}
 		case "roots":
 			w.parseRoots(r, p.v)
+		case "mcp_servers":
+			w.parseMCPServers(r, p.v)
 		case "sandbox":
 			if v, ok := r.str(p.v, "sandbox"); ok {
 				switch v {

@@ -35,11 +35,15 @@ type app struct {
 	db     string
 	stdout io.Writer
 	stderr io.Writer
+	// closers release what a command holds for its whole run (upstream
+	// MCP servers); run calls them when the command ends.
+	closers []func()
 }
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
 	a := &app{stdout: stdout, stderr: stderr}
+	defer a.closeAll()
 	root := a.rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -97,13 +101,14 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
 	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd())
+	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd())
 	return root
 }
 
-// open loads the world named by --world.
+// open loads the world named by --world, with the tools of its upstream
+// MCP servers (see openWithUpstreams in toolbox.go).
 func (a *app) open() (*host.Host, error) {
-	return host.Open(a.world, host.Options{})
+	return a.openWithUpstreams()
 }
 
 // openAgent loads the world and finds agent id in it.

@@ -71,8 +71,10 @@ func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
 }
 
 // store opens just the store (for approvals, sessions, audit).
+// It loads the world without starting its upstream MCP servers: these
+// commands run no tools.
 func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
-	h, err := a.open()
+	h, err := host.Open(a.world, host.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

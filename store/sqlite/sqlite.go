@@ -139,9 +139,20 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	s := &Store{w: w, opts: opts, closing: make(chan struct{}), insert: map[int]*sql.Stmt{}}
-	if err := s.migrate(); err != nil {
-		w.Close()
-		return nil, err
+	// A new database file is switched to WAL by the first connection;
+	// another process opening the same new file at that moment can get
+	// SQLITE_BUSY from the journal-mode switch, which does not wait on the
+	// busy handler. Retry that case, bounded (about 5 s in all).
+	for attempt := 0; ; attempt++ {
+		err := s.migrate()
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "database is locked") || attempt >= 20 {
+			w.Close()
+			return nil, err
+		}
+		time.Sleep(min(time.Duration(10<<attempt)*time.Millisecond, 500*time.Millisecond))
 	}
 	rq := url.Values{}
 	rq.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))

@@ -56,6 +56,8 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
 		{"Tokens", testTokens},
 		{"TokensTwoStoresAndRevokeRace", testTokensRace},
+		{"Pins", testPins},
+		{"PinsFirstObserverWinsTwoStores", testPinsRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })

@@ -1,0 +1,81 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/world"
+)
+
+type extraTool struct{ name string }
+
+func (t extraTool) Spec() armory.Spec {
+	return armory.Spec{Name: t.name, Description: "x", InputSchema: armory.EmptyObjectSchema}
+}
+func (t extraTool) Manifest() armory.Manifest {
+	return armory.Manifest{Category: armory.CatMCP, Permission: armory.PermConfirm}
+}
+func (t extraTool) Execute(context.Context, armory.Invocation) armory.Result { return armory.OK("") }
+
+func extraWorld(t *testing.T) string {
+	dir := t.TempDir()
+	write(t, dir, map[string]string{
+		"world-config.yaml":     "name: x\nagents:\n  - id: a\n  - id: b\ntool_privileges:\n  files: [mcp.fs]\n  down: [mcp.gone]\n",
+		"archetype/a/config.md": "## Tool Access\nprivilege_groups: files\n",
+		"archetype/b/config.md": "## Tool Access\n",
+	})
+	return dir
+}
+
+func TestExtraToolsAndUnavailable(t *testing.T) {
+	dir := extraWorld(t)
+	h, err := Open(dir, Options{
+		Extra:       []armory.Tool{extraTool{"mcp.fs.read"}, extraTool{"mcp.misc.echo"}},
+		Unavailable: map[string]string{"mcp.gone": "server gone is unavailable: boom", "mcp.fs.write": "withheld: changed", "mcp.fs": "never used: a tool entry is more specific"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		agent, tool string
+		visible     bool
+		reason      string
+	}{
+		{"a", "mcp.fs.read", true, "granted"},
+		{"b", "mcp.fs.read", false, "not granted"},
+		{"b", "mcp.misc.echo", true, "public"},
+		{"a", "mcp.gone.x", false, "server gone is unavailable: boom"},
+		{"a", "mcp.fs.write", false, "withheld: changed"},
+	} {
+		e, err := h.Explain(tc.agent, tc.tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Visible != tc.visible || !strings.Contains(strings.Join(e.Reasons, "; "), tc.reason) {
+			t.Errorf("%s %s: %+v", tc.agent, tc.tool, e)
+		}
+	}
+	// A group naming an unavailable family is not warned about as undefined.
+	if strings.Contains(fmtDiags(h.Warnings), "mcp.gone") {
+		t.Errorf("warnings: %v", h.Warnings)
+	}
+}
+
+func fmtDiags(ds world.Diagnostics) string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.String() + "\n")
+	}
+	return b.String()
+}
+
+func TestExtraToolDuplicateIsAnError(t *testing.T) {
+	_, err := Open(extraWorld(t), Options{Extra: []armory.Tool{extraTool{"workspace.read"}}})
+	var ie *world.InvalidError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `duplicate tool name "workspace.read"`) {
+		t.Fatalf("got %v", err)
+	}
+}

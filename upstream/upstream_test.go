@@ -1,0 +1,448 @@
+package upstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/armory-dev/armory/upstream"
+	"github.com/armory-dev/armory/world"
+)
+
+func jsonUnmarshal(raw json.RawMessage, v any) error { return json.Unmarshal(raw, v) }
+
+// worldDir writes a world with agents alice and bob and the given
+// mcp_servers block; extra files are added as given.
+func worldDir(t testing.TB, servers string, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	all := map[string]string{
+		"world-config.yaml":         "name: up\nagents:\n  - id: alice\n  - id: bob\n" + servers,
+		"archetype/alice/config.md": "## Tool Access\n",
+		"archetype/bob/config.md":   "## Tool Access\n",
+	}
+	for k, v := range files {
+		all[k] = v
+	}
+	for p, c := range all {
+		full := filepath.Join(dir, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// selfServer is the mcp_servers entry of the test binary as an upstream.
+func selfServer(name string, env map[string]string) string {
+	self, _ := os.Executable()
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s:\n    command: [%q]\n    env:\n      %s: \"1\"\n", name, self, "ARMORY_UPSTREAM_TEST_SERVER")
+	for k, v := range env {
+		fmt.Fprintf(&b, "      %s: %q\n", k, v)
+	}
+	return b.String()
+}
+
+func openStore(t testing.TB, dir string) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(dir, ".armory", "armory.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// start loads the world at dir and starts its upstreams with opts (Pins
+// defaulting to st); it closes the set when t ends.
+func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*upstream.Set, *host.Host) {
+	t.Helper()
+	w, err := world.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Pins == nil {
+		opts.Pins = st
+	}
+	set, err := upstream.Start(context.Background(), w, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	h, err := host.Open(dir, set.HostOptions(host.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, h
+}
+
+func tool(t testing.TB, set *upstream.Set, name string) armory.Tool {
+	t.Helper()
+	for _, tt := range set.Tools() {
+		if tt.Spec().Name == name {
+			return tt
+		}
+	}
+	t.Fatalf("no tool %s in %v", name, names(set))
+	return nil
+}
+
+func names(set *upstream.Set) []string {
+	var out []string
+	for _, t := range set.Tools() {
+		out = append(out, t.Spec().Name)
+	}
+	return out
+}
+
+func call(t testing.TB, tl armory.Tool, args string) armory.Result {
+	t.Helper()
+	return tl.Execute(context.Background(), armory.Invocation{Args: json.RawMessage(args), Agent: &armory.AgentEnv{ID: "alice"}})
+}
+
+func explain(t *testing.T, h *host.Host, agent, tool string) host.Explanation {
+	t.Helper()
+	e, err := h.Explain(agent, tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestMapName(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{"read_file", "read_file", true},
+		{"get-sum", "get-sum", true},
+		{"getWeather", "get_weather", true},
+		{"ReadFile", "read_file", true},
+		{"HTTPGet", "httpget", true},
+		{"v2Fetch", "v2_fetch", true},
+		{"files.read", "files.read", true},
+		{"x..y", "", false},
+		{"_private", "", false},
+		{"-x", "", false},
+		{"has space", "", false},
+		{"ünicode", "", false},
+		{"", "", false},
+		{strings.Repeat("a", 129), "", false},
+	} {
+		got, ok := upstream.MapName(tc.in)
+		if ok != tc.ok || (ok && got != tc.want) {
+			t.Errorf("MapName(%q) = %q, %v; want %q, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func FuzzMapName(f *testing.F) {
+	for _, s := range []string{"getWeather", "a.b", "A", "x-Y_z9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		m, ok := upstream.MapName(s)
+		if ok && !armory.ValidToolName(m) {
+			t.Fatalf("MapName(%q) = %q: not a valid name", s, m)
+		}
+		if ok && strings.ToLower(s) == s && m != s {
+			t.Fatalf("MapName changed a lower-case name %q to %q", s, m)
+		}
+	})
+}
+
+func TestBackoffBounded(t *testing.T) {
+	min, max := 100*time.Millisecond, 3*time.Second
+	want := []time.Duration{100, 200, 400, 800, 1600, 3000, 3000}
+	for n, w := range want {
+		if got := upstream.Backoff(n, min, max); got != w*time.Millisecond {
+			t.Errorf("Backoff(%d) = %v, want %v", n, got, w*time.Millisecond)
+		}
+	}
+	if got := upstream.Backoff(1<<30, min, max); got != max {
+		t.Errorf("Backoff(huge) = %v, want the bound %v", got, max)
+	}
+}
+
+func TestManifestHintsNeverGrant(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		name   string
+		stdio  bool
+		ann    *mcpAnn
+		danger armory.Danger
+	}{
+		{"stdio no hints", true, nil, armory.DangerDangerous},
+		{"read-only hint does not lower", true, &mcpAnn{readOnly: true, destructive: &no, openWorld: &no}, armory.DangerDangerous},
+		{"destructive hint raises", true, &mcpAnn{destructive: &yes}, armory.DangerCritical},
+		{"http read-only", false, &mcpAnn{readOnly: true}, armory.DangerDangerous},
+	} {
+		m := upstream.Manifest(tc.stdio, tc.ann.sdk())
+		if m.Permission != armory.PermConfirm || m.Category != armory.CatMCP || m.Danger != tc.danger {
+			t.Errorf("%s: %+v", tc.name, m)
+		}
+		if !m.Has(armory.CapNetwork) || m.Has(armory.CapProcessExec) != tc.stdio || m.Has(armory.CapWriteFS) != tc.stdio {
+			t.Errorf("%s: capabilities %v", tc.name, m.Capabilities)
+		}
+	}
+}
+
+func TestStartFailuresDoNotFailTheWorld(t *testing.T) {
+	dir := worldDir(t, "mcp_servers:\n"+
+		selfServer("good", nil)+
+		selfServer("crashy", map[string]string{"ARMORY_UPSTREAM_TEST_MODE": "exit"})+
+		selfServer("hangs", map[string]string{"ARMORY_UPSTREAM_TEST_MODE": "hang"})+
+		"  missing:\n    command: [/nonexistent/mcp-server]\n"+
+		"  refused:\n    url: http://127.0.0.1:1/mcp\n", nil)
+	st := openStore(t, dir)
+	set, h := start(t, dir, st, upstream.Options{StartTimeout: 3 * time.Second})
+	un := set.Unavailable()
+	for name, want := range map[string]string{
+		"mcp.crashy":  "cannot open the database: permission denied", // its stderr, in the reason
+		"mcp.hangs":   "no answer within 3s",
+		"mcp.missing": "unavailable",
+		"mcp.refused": "unavailable",
+	} {
+		if !strings.Contains(un[name], want) {
+			t.Errorf("Unavailable[%s] = %q, want it to contain %q", name, un[name], want)
+		}
+		e := explain(t, h, "alice", name+".echo")
+		if e.Visible || !strings.Contains(strings.Join(e.Reasons, "; "), "is unavailable") {
+			t.Errorf("explain %s.echo: %+v", name, e)
+		}
+	}
+	if e := explain(t, h, "alice", "mcp.good.echo"); !e.Visible {
+		t.Errorf("mcp.good.echo: %+v", e)
+	}
+	if len(set.Warnings()) < 4 {
+		t.Errorf("warnings: %v", set.Warnings())
+	}
+	for _, s := range set.Status() {
+		if (s.Name == "good") != (s.State == "up") {
+			t.Errorf("status %+v", s)
+		}
+	}
+}
+
+func TestNamesMappedOrRefused(t *testing.T) {
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("odd", map[string]string{"ARMORY_UPSTREAM_TEST_MODE": "badnames"}), nil)
+	set, h := start(t, dir, openStore(t, dir), upstream.Options{})
+	got := strings.Join(names(set), " ")
+	for _, want := range []string{"mcp.odd.read_file", "mcp.odd.dotted.name", "mcp.odd.echo"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s in %s", want, got)
+		}
+	}
+	if strings.Contains(got, "get_weather") || strings.Contains(got, "leading") {
+		t.Errorf("refused tools offered: %s", got)
+	}
+	// The mapping is reversed exactly: the call reaches "ReadFile".
+	tl := tool(t, set, "mcp.odd.read_file")
+	if r := call(t, tl, `{}`); !r.Success || r.Text != "ReadFile" {
+		t.Errorf("call: %+v", r)
+	}
+	e := explain(t, h, "alice", "mcp.odd.get_weather")
+	if e.Visible || !strings.Contains(strings.Join(e.Reasons, " "), `"getWeather", "get_weather"`) {
+		t.Errorf("collision explained: %+v", e)
+	}
+	warns := fmt.Sprint(set.Warnings())
+	if !strings.Contains(warns, `"_leading" is refused`) || !strings.Contains(warns, "world-config.yaml:6") {
+		t.Errorf("warnings: %s", warns)
+	}
+}
+
+func TestCallsLimitsAndEnvironment(t *testing.T) {
+	t.Setenv("ARMORY_TEST_SECRET", "hunter2")
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("t", map[string]string{"EXTRA": "yes"}), nil)
+	set, _ := start(t, dir, openStore(t, dir), upstream.Options{MaxOutput: 1000, CallTimeout: time.Second})
+
+	if r := call(t, tool(t, set, "mcp.t.echo"), `{"text":"hi"}`); !r.Success || r.Text != "echo: hi" {
+		t.Errorf("echo: %+v", r)
+	}
+	for _, tc := range []struct {
+		name, tool, args string
+		ok               bool
+		kind             armory.Kind
+		want             string
+	}{
+		{"output under the cap", "mcp.t.big", `{"n":"1000"}`, true, 0, strings.Repeat("x", 1000)},
+		{"output over the cap", "mcp.t.big", `{"n":"5000"}`, true, 0, "[output truncated at 1000 bytes]"},
+		{"call timeout", "mcp.t.slow", `{}`, false, armory.KindTimeout, "did not answer within 1s"},
+		{"tool error", "mcp.t.fail", `{}`, false, armory.KindOther, "frobnicator is jammed"},
+		{"no arguments", "mcp.t.echo", ``, true, 0, "echo: "},
+	} {
+		r := call(t, tool(t, set, tc.tool), tc.args)
+		if r.Success != tc.ok || r.Kind != tc.kind || !strings.Contains(r.Text, tc.want) {
+			t.Errorf("%s: %+v", tc.name, r)
+		}
+		if len(r.Text) > 1000+64 {
+			t.Errorf("%s: %d bytes of text, cap 1000", tc.name, len(r.Text))
+		}
+	}
+	// The server still works after a timed-out call.
+	if r := call(t, tool(t, set, "mcp.t.echo"), `{"text":"again"}`); !r.Success {
+		t.Errorf("after timeout: %+v", r)
+	}
+	// Reduced environment: PATH, HOME, LANG and the configured env only.
+	r := call(t, tool(t, set, "mcp.t.env"), `{}`)
+	env := map[string]bool{}
+	for _, kv := range strings.Split(r.Text, "\n") {
+		k, _, _ := strings.Cut(kv, "=")
+		env[k] = true
+	}
+	if env["ARMORY_TEST_SECRET"] || !env["EXTRA"] || !env["ARMORY_UPSTREAM_TEST_SERVER"] {
+		t.Errorf("environment: %v", r.Text)
+	}
+	for k := range env {
+		switch k {
+		case "PATH", "HOME", "LANG", "EXTRA", "ARMORY_UPSTREAM_TEST_SERVER":
+		default:
+			t.Errorf("unexpected variable %s in the upstream's environment", k)
+		}
+	}
+}
+
+func TestStderrIsBounded(t *testing.T) {
+	// A server that fails writes to stderr; only the last MaxStderr bytes
+	// are kept and the reason quotes a bounded part of them.
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("bad", map[string]string{"ARMORY_UPSTREAM_TEST_MODE": "exit"}), nil)
+	set, _ := start(t, dir, openStore(t, dir), upstream.Options{MaxStderr: 16})
+	st := set.Status()[0]
+	if len(st.Stderr) != 16 || !strings.HasSuffix(st.Stderr, "denied\n") {
+		t.Errorf("stderr tail %q", st.Stderr)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 600; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("gave up waiting for %s", what)
+}
+
+func TestCrashRestartsWithBackoff(t *testing.T) {
+	starts := filepath.Join(t.TempDir(), "starts")
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("t", map[string]string{
+		"ARMORY_UPSTREAM_TEST_STARTS": starts,
+		"ARMORY_UPSTREAM_TEST_FAILAT": "2,3", // the first two restarts fail
+	}), nil)
+	set, _ := start(t, dir, openStore(t, dir), upstream.Options{BackoffMin: 200 * time.Millisecond, BackoffMax: time.Second})
+	pid0 := set.Status()[0].PID
+	echo := tool(t, set, "mcp.t.echo")
+	if r := call(t, tool(t, set, "mcp.t.crash"), `{}`); r.Success || r.Kind != armory.KindUnavailable {
+		t.Fatalf("crash call: %+v", r)
+	}
+	// Meanwhile calls fail cleanly, saying why.
+	r := call(t, echo, `{"text":"x"}`)
+	if !r.Success && (r.Kind != armory.KindUnavailable || !strings.Contains(r.Text, `"t"`)) {
+		t.Fatalf("call while restarting: %+v", r)
+	}
+	waitFor(t, "the restart", func() bool { s := set.Status()[0]; return s.State == "up" && s.Restarts > 0 })
+	s := set.Status()[0]
+	if s.Restarts != 1 || s.PID == pid0 || s.PID == 0 {
+		t.Fatalf("status after restart: %+v", s)
+	}
+	if b, _ := os.ReadFile(starts); strings.TrimSpace(string(b)) != "4" {
+		t.Fatalf("starts = %s, want 4 (first, two failed restarts, success)", b)
+	}
+	if r := call(t, echo, `{"text":"back"}`); !r.Success || r.Text != "echo: back" {
+		t.Fatalf("after restart: %+v", r)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid0)); err == nil {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid0)); !strings.Contains(string(b), ") Z") {
+			t.Errorf("the crashed server %d is still alive", pid0)
+		}
+	}
+}
+
+func TestRugPullAtRestartIsRefused(t *testing.T) {
+	starts := filepath.Join(t.TempDir(), "starts")
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("t", map[string]string{"ARMORY_UPSTREAM_TEST_STARTS": starts}), nil)
+	st := openStore(t, dir)
+	set, _ := start(t, dir, st, upstream.Options{BackoffMin: 50 * time.Millisecond})
+	echo := tool(t, set, "mcp.t.echo")
+	// The next start describes echo differently: a rug pull while armory
+	// runs. The changed tool must refuse calls.
+	setDescFromStart(t, starts)
+	call(t, tool(t, set, "mcp.t.crash"), `{}`)
+	waitFor(t, "the restart", func() bool { s := set.Status()[0]; return s.State == "up" && s.Restarts > 0 })
+	r := call(t, echo, `{"text":"x"}`)
+	if r.Success || r.Kind != armory.KindPermission || !strings.Contains(r.Text, "changed since it was pinned") {
+		t.Fatalf("changed tool called: %+v", r)
+	}
+	if r := call(t, tool(t, set, "mcp.t.big"), `{"n":"3"}`); !r.Success {
+		t.Fatalf("unchanged tool: %+v", r)
+	}
+}
+
+// setDescFromStart makes later starts of the test server use another echo
+// description, by bumping the starts counter past a threshold that the
+// server reads: starts ≥ 1000 describe echo as "Echo, changed.".
+func setDescFromStart(t *testing.T, starts string) {
+	t.Helper()
+	if err := os.WriteFile(starts, []byte("1000"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCloseKillsProcessGroup(t *testing.T) {
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("t", nil), nil)
+	set, _ := start(t, dir, openStore(t, dir), upstream.Options{})
+	pid := set.Status()[0].PID
+	r := call(t, tool(t, set, "mcp.t.spawn"), `{}`)
+	child, err := strconv.Atoi(r.Text)
+	if err != nil || !alive(child) || !alive(pid) {
+		t.Fatalf("spawn: %+v (server %d alive %v)", r, pid, alive(pid))
+	}
+	set.Close()
+	waitFor(t, "the processes to go", func() bool { return !alive(pid) && !alive(child) })
+	if s := set.Status()[0]; s.State != "closed" {
+		t.Errorf("status %+v", s)
+	}
+	if r := call(t, tool(t, set, "mcp.t.echo"), `{}`); r.Success || !strings.Contains(r.Text, "stopped") {
+		t.Errorf("call after close: %+v", r)
+	}
+	set.Close() // idempotent
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return err == nil && !strings.Contains(string(b), ") Z")
+}
+
+func TestPinsRequired(t *testing.T) {
+	dir := worldDir(t, "mcp_servers:\n"+selfServer("t", nil), nil)
+	w, err := world.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := upstream.Start(context.Background(), w, upstream.Options{}); armory.KindOf(err) != armory.KindInvalid {
+		t.Fatalf("start without pins: %v", err)
+	}
+}
+
+type mcpAnn struct {
+	readOnly               bool
+	destructive, openWorld *bool
+}

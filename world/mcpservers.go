@@ -1,0 +1,203 @@
+package world
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// MCPServer is one upstream MCP server of world-config.yaml "mcp_servers:".
+// Exactly one of Command (a stdio server that armory starts and supervises)
+// and URL (a streamable HTTP server) is set.
+type MCPServer struct {
+	Name string // [a-z0-9][a-z0-9_-]*; its tools are mcp.<Name>.<tool>
+	Line int    // line of the name in world-config.yaml
+
+	// Command is the argv of a stdio server; Command[0] is looked up on PATH
+	// when it has no slash, else taken relative to the world folder.
+	Command []string
+	// Env is added to the reduced environment of a stdio server.
+	Env map[string]string
+
+	// URL is the endpoint of a streamable HTTP server (http or https).
+	URL string
+	// Headers are sent with every HTTP request to the server.
+	Headers map[string]string
+}
+
+// Limits of mcp_servers.
+const (
+	maxMCPServers    = 64
+	maxMCPArgs       = 256
+	maxMCPValueBytes = 8 << 10
+)
+
+var mcpServerKeys = []string{"command", "env", "url", "headers"}
+
+// parseMCPServers reads "mcp_servers:", a mapping of server name to
+// {command: [argv...], env: {K: V}} or {url: ..., headers: {K: V}}.
+func (w *World) parseMCPServers(r nodeReader, n *yamlNode) {
+	pairs, _ := r.mapping(n, "mcp_servers")
+	if len(pairs) > maxMCPServers {
+		r.ds.Errorf(r.file, n.Line, "mcp_servers: %d servers; the limit is %d", len(pairs), maxMCPServers)
+		return
+	}
+	for _, p := range pairs {
+		what := "mcp_servers." + p.key
+		if !nameRE.MatchString(p.key) {
+			r.ds.Errorf(r.file, p.k.Line, "mcp_servers: %q is not a valid server name ([a-z0-9][a-z0-9_-]*)", p.key)
+			continue
+		}
+		s := MCPServer{Name: p.key, Line: p.k.Line}
+		fields, ok := r.mapping(p.v, what)
+		if !ok {
+			continue
+		}
+		bad := false
+		for _, f := range fields {
+			switch f.key {
+			case "command":
+				items, ok := r.strList(f.v, what+".command")
+				bad = bad || !ok
+				if len(items) > maxMCPArgs {
+					r.ds.Errorf(r.file, f.v.Line, "%s.command: %d arguments; the limit is %d", what, len(items), maxMCPArgs)
+					bad = true
+					continue
+				}
+				for _, it := range items {
+					if err := checkMCPValue(it.Value); err != nil {
+						r.ds.Errorf(r.file, it.Line, "%s.command: %v", what, err)
+						bad = true
+					}
+					s.Command = append(s.Command, it.Value)
+				}
+				if ok && len(items) == 0 {
+					r.ds.Errorf(r.file, f.v.Line, "%s.command is empty; give the program and its arguments, e.g. [npx, -y, some-mcp-server]", what)
+					bad = true
+				} else if ok && items[0].Value == "" {
+					r.ds.Errorf(r.file, items[0].Line, "%s.command: the program name is empty", what)
+					bad = true
+				}
+			case "env":
+				s.Env = r.stringMap(f.v, what+".env", func(k string) error {
+					if k == "" || strings.ContainsAny(k, "=\x00") {
+						return fmt.Errorf("%q is not a valid environment variable name", k)
+					}
+					return nil
+				}, &bad)
+			case "url":
+				v, ok := r.str(f.v, what+".url")
+				if !ok {
+					bad = true
+					continue
+				}
+				u, err := url.Parse(v)
+				switch {
+				case err != nil:
+					r.ds.Errorf(r.file, f.v.Line, "%s.url: %v", what, err)
+					bad = true
+				case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+					r.ds.Errorf(r.file, f.v.Line, "%s.url must be an http:// or https:// URL with a host, got %q", what, v)
+					bad = true
+				case u.User != nil:
+					r.ds.Errorf(r.file, f.v.Line, "%s.url must not carry credentials; send them in headers", what)
+					bad = true
+				}
+				s.URL = v
+			case "headers":
+				s.Headers = r.stringMap(f.v, what+".headers", func(k string) error {
+					if !validHeaderName(k) {
+						return fmt.Errorf("%q is not a valid HTTP header name", k)
+					}
+					return nil
+				}, &bad)
+			default:
+				r.unknownKey(f, what, mcpServerKeys)
+				bad = true
+			}
+		}
+		switch {
+		case len(s.Command) > 0 && s.URL != "":
+			r.ds.Errorf(r.file, p.k.Line, "%s: give either command (a stdio server) or url (an HTTP server), not both", what)
+			bad = true
+		case len(s.Command) == 0 && s.URL == "" && !bad:
+			r.ds.Errorf(r.file, p.k.Line, "%s: give command (a stdio server) or url (an HTTP server)", what)
+			bad = true
+		case len(s.Command) > 0 && s.Headers != nil:
+			r.ds.Errorf(r.file, p.k.Line, "%s: headers apply to url servers only", what)
+			bad = true
+		case s.URL != "" && s.Env != nil:
+			r.ds.Errorf(r.file, p.k.Line, "%s: env applies to command servers only", what)
+			bad = true
+		}
+		if !bad {
+			w.MCPServers = append(w.MCPServers, s)
+		}
+	}
+}
+
+// stringMap reads a mapping of names to strings; check validates each key.
+func (r nodeReader) stringMap(n *yamlNode, what string, check func(string) error, bad *bool) map[string]string {
+	pairs, ok := r.mapping(n, what)
+	if !ok {
+		*bad = true
+		return nil
+	}
+	out := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		if err := check(p.key); err != nil {
+			r.ds.Errorf(r.file, p.k.Line, "%s: %v", what, err)
+			*bad = true
+			continue
+		}
+		v, ok := r.str(p.v, what+"."+p.key)
+		if !ok {
+			*bad = true
+			continue
+		}
+		if err := checkMCPValue(v); err != nil {
+			r.ds.Errorf(r.file, p.v.Line, "%s.%s: %v", what, p.key, err)
+			*bad = true
+			continue
+		}
+		out[p.key] = v
+	}
+	return out
+}
+
+func checkMCPValue(v string) error {
+	if len(v) > maxMCPValueBytes {
+		return fmt.Errorf("value is %d bytes; the limit is %d", len(v), maxMCPValueBytes)
+	}
+	if strings.ContainsAny(v, "\x00\r\n") {
+		return fmt.Errorf("value contains a NUL or line break")
+	}
+	return nil
+}
+
+// validHeaderName reports whether k is an RFC 9110 token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// MCPServer returns the upstream server named name, or nil.
+func (w *World) MCPServer(name string) *MCPServer {
+	for i := range w.MCPServers {
+		if w.MCPServers[i].Name == name {
+			return &w.MCPServers[i]
+		}
+	}
+	return nil
+}
