@@ -67,7 +67,8 @@ var (
 
 // authenticate returns the token of the request's bearer credentials. The
 // secret is hashed at once and never logged; the stored hash is compared in
-// constant time.
+// constant time. A valid token is cached for Options.TokenCacheTTL (see
+// tokenCache); a revoked one stops working within that time.
 func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 	h := r.Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
@@ -79,6 +80,9 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 		return nil, errBadToken
 	}
 	hash := HashToken(secret)
+	if t, ok := s.tokens.get(hash); ok {
+		return t, nil
+	}
 	t, err := s.st.LookupToken(r.Context(), hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errBadToken
@@ -89,6 +93,7 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 	if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(hash)) != 1 {
 		return nil, errBadToken
 	}
+	s.tokens.put(t)
 	return t, nil
 }
 

@@ -48,7 +48,12 @@ func (h *hub) unsubscribe(sub *subscriber) {
 	}
 }
 
+// publish sends e to every subscriber. With none it costs no encoding (the
+// common case: every tool call publishes events).
 func (h *hub) publish(e guard.Event) {
+	if h.count() == 0 {
+		return
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return

@@ -79,6 +79,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&opts.ApprovalWait, "approval-wait", 60*time.Second, "how long an MCP tool call waits for an approval before returning pending")
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let in-flight calls finish on SIGINT/SIGTERM")
 	f.Int64Var(&opts.MaxBodyBytes, "max-body", 1<<20, "largest request body in bytes")
+	f.DurationVar(&opts.TokenCacheTTL, "token-cache-ttl", 0, "trust a checked token this long without reading the store (0: never; a revoked token then stops at once)")
 	return cmd
 }
 

@@ -1,0 +1,457 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/armory-dev/armory/upstream"
+	"github.com/armory-dev/armory/world"
+)
+
+// The benchmarks of this file compare Armory's MCP endpoint with a bare
+// go-sdk server serving the same no-op tool, in one run, so that both sides
+// see the same machine load:
+//
+//	go test ./server -run '^$' -bench 'NoopCall|AddedLatency' -benchtime 3000x -count 2
+//	go test ./server -run '^$' -bench IdleSession -benchtime 1x -count 3
+//
+// (BenchmarkMCPIdleSessionMemory starts a client process per op: give it
+// -benchtime 1x.)
+//
+// Armory's side is the production path: bearer-token authentication, the
+// Host/Origin checks, the whole guarded pipeline and a durable audit trail
+// in a real SQLite store (synchronous=FULL, the default).
+
+// noopTool is a built-in that does nothing.
+type noopTool struct{}
+
+func (noopTool) Spec() armory.Spec {
+	return armory.Spec{Name: "bench.noop", Description: "does nothing", InputSchema: json.RawMessage(`{"type":"object"}`)}
+}
+func (noopTool) Manifest() armory.Manifest { return armory.Manifest{Category: armory.CatOther} }
+func (noopTool) Execute(context.Context, armory.Invocation) armory.Result {
+	return armory.OK("ok")
+}
+
+// benchArmory is an Armory server on 127.0.0.1:0 over a one-agent world
+// whose agent has bench.noop with permission auto.
+type benchArmory struct {
+	url   string
+	st    store.Store
+	token string
+}
+
+// armoryConfig varies the Armory side of a benchmark.
+type armoryConfig struct {
+	opts        server.Options
+	synchronous string // SQLite synchronous setting ("" = FULL, the default)
+	upstream    string // when set, the world's mcp_servers "up" (url), whose tool noop is mcp.up.noop (auto)
+}
+
+func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
+	b.Helper()
+	dir := b.TempDir()
+	wc := "name: bench\nagents:\n  - {id: bench}\n"
+	if cfg.upstream != "" {
+		wc += "mcp_servers:\n  up:\n    url: " + cfg.upstream + "\n"
+	}
+	files := map[string]string{
+		"world-config.yaml":         wc,
+		"archetype/bench/config.md": "## Tool Access\n## Permissions\nprofile: trusted\nbench.noop: auto\nmcp.up.noop: auto\n",
+	}
+	for rel, content := range files {
+		p := filepath.Join(dir, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st, err := sqlite.OpenWith(filepath.Join(b.TempDir(), "armory.db"), sqlite.Options{Synchronous: cfg.synchronous})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hopts := host.Options{Builtins: []armory.Tool{noopTool{}}}
+	if cfg.upstream != "" {
+		w, err := world.Load(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		set, err := upstream.Start(context.Background(), w, upstream.Options{Pins: st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if u := set.Unavailable(); len(u) > 0 {
+			b.Fatalf("upstream unavailable: %v", u)
+		}
+		b.Cleanup(func() { set.Close() })
+		hopts = set.HostOptions(hopts)
+	}
+	h, err := host.Open(dir, hopts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.opts.Addr = ln.Addr().String()
+	srv, err := server.New(h, guard.Options{Store: st}, cfg.opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	b.Cleanup(func() { cancel(); <-done; st.Close() })
+	token, _, err := server.CreateToken(context.Background(), st, "bench", false, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &benchArmory{url: "http://" + ln.Addr().String() + "/agents/bench/mcp", st: st, token: token}
+}
+
+// startBenchBare serves a bare go-sdk MCP server with the same no-op tool
+// (named noop) on 127.0.0.1:0 and returns its endpoint.
+func startBenchBare(b testing.TB) string {
+	b.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "noop", Description: "does nothing", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := &http.Server{Handler: h}
+	go hs.Serve(ln)
+	b.Cleanup(func() { hs.Close() })
+	return "http://" + ln.Addr().String() + "/mcp"
+}
+
+// connectBench opens one MCP client session (go-sdk client, streamable
+// HTTP, its own connection pool so sessions do not share connections).
+func connectBench(ctx context.Context, endpoint, token string) (*mcp.ClientSession, error) {
+	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	var rt http.RoundTripper = tr
+	if token != "" {
+		rt = benchBearer{token: token, next: tr}
+	}
+	return c.Connect(ctx, &mcp.StreamableClientTransport{
+		Endpoint:   endpoint,
+		HTTPClient: &http.Client{Transport: rt},
+		MaxRetries: -1,
+	}, nil)
+}
+
+type benchBearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b benchBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// openSessions opens n sessions to endpoint. For Armory it lifts the caps
+// of each session's pipeline session ("bench:<MCP session id>") so that no
+// benchmark run hits them.
+func openSessions(b testing.TB, n int, endpoint, token string, st store.Store) []*mcp.ClientSession {
+	b.Helper()
+	ctx := context.Background()
+	var out []*mcp.ClientSession
+	for range n {
+		cs, err := connectBench(ctx, endpoint, token)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cs.Close() })
+		if st != nil {
+			sess := server.ScopeSession("bench", cs.ID())
+			for _, c := range []string{"tool_invocations", "stream_events", store.LimitSessionRuntime} {
+				if err := st.SetLimitOverride(ctx, sess, c, 1<<40); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// Tool names on each side.
+const (
+	armoryNoop   = "bench.noop"
+	bareNoop     = "noop"
+	upstreamNoop = "mcp.up.noop"
+)
+
+// callNoop makes one tools/call of tool and checks it succeeded.
+func callNoop(cs *mcp.ClientSession, tool string, i int64) error {
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"i": i}})
+	if err != nil {
+		return err
+	}
+	if res.IsError {
+		b, _ := json.Marshal(res)
+		return fmt.Errorf("tool error: %s", b)
+	}
+	return nil
+}
+
+// runBatch makes calls tools/calls spread over the sessions (one goroutine
+// per session) and returns the wall time it took.
+func runBatch(b *testing.B, sessions []*mcp.ClientSession, tool string, calls int64) time.Duration {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, len(sessions))
+	start := time.Now()
+	for _, cs := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > calls {
+					return
+				}
+				if err := callNoop(cs, tool, i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	return d
+}
+
+// BenchmarkMCPNoopCall: no-op tools/call over streamable HTTP, Armory vs a
+// bare go-sdk server, 1 and 16 concurrent clients (each its own session).
+// Each side makes b.N calls, in alternating batches (armory, bare, armory,
+// …); the target is armory/bare ≥ 0.9.
+func BenchmarkMCPNoopCall(b *testing.B) {
+	a := startBenchArmory(b, armoryConfig{})
+	bare := startBenchBare(b)
+	for _, clients := range []int{1, 16} {
+		as := openSessions(b, clients, a.url, a.token, a.st)
+		bs := openSessions(b, clients, bare, "", nil)
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			// Warm both sides (connections, JIT-free but caches and pools).
+			runBatch(b, as, armoryNoop, int64(2*clients))
+			runBatch(b, bs, bareNoop, int64(2*clients))
+			const rounds = 10
+			per := max(int64(b.N)/rounds, 1)
+			var ta, tb time.Duration
+			b.ResetTimer()
+			for done := int64(0); done < int64(b.N); done += per {
+				n := min(per, int64(b.N)-done)
+				ta += runBatch(b, as, armoryNoop, n)
+				tb += runBatch(b, bs, bareNoop, n)
+			}
+			b.StopTimer()
+			ra := float64(b.N) / ta.Seconds()
+			rb := float64(b.N) / tb.Seconds()
+			b.ReportMetric(ra, "armory_calls/s")
+			b.ReportMetric(rb, "bare_calls/s")
+			b.ReportMetric(ra/rb, "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkMCPAddedLatency: the latency one client sees for a no-op
+// tools/call through Armory and straight to the bare go-sdk server, calls
+// alternating one by one; added_us_p50 is the difference of the medians.
+// The sub-benchmarks:
+//
+//   - upstream_hop: client → Armory → the bare server as an upstream MCP
+//     server (mcp_servers url:, tool mcp.up.noop) vs client → the bare
+//     server. This is the hop the target (≤ 150 µs) is about.
+//   - builtin: Armory's own no-op built-in vs the bare server: what the
+//     gateway adds without the second MCP round trip.
+//   - builtin_tokencache=off, builtin_sync=NORMAL: the same with the token
+//     cache off, and with SQLite synchronous=NORMAL (no fsync per commit),
+//     to show where the time goes.
+func BenchmarkMCPAddedLatency(b *testing.B) {
+	bare := startBenchBare(b)
+	cases := []struct {
+		name string
+		cfg  armoryConfig
+		tool string
+	}{
+		{"upstream_hop", armoryConfig{upstream: bare}, upstreamNoop},
+		{"builtin", armoryConfig{}, armoryNoop},
+		{"builtin_tokencache=1s", armoryConfig{opts: server.Options{TokenCacheTTL: time.Second}}, armoryNoop},
+		{"builtin_sync=NORMAL", armoryConfig{synchronous: "NORMAL"}, armoryNoop},
+	}
+	for _, tc := range cases {
+		a := startBenchArmory(b, tc.cfg)
+		as := openSessions(b, 1, a.url, a.token, a.st)[0]
+		bs := openSessions(b, 1, bare, "", nil)[0]
+		b.Run(tc.name, func(b *testing.B) {
+			for i := range 20 {
+				if err := callNoop(as, tc.tool, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+				callNoop(bs, bareNoop, int64(i))
+			}
+			la := make([]time.Duration, 0, b.N)
+			lb := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := range b.N {
+				t0 := time.Now()
+				if err := callNoop(as, tc.tool, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+				t1 := time.Now()
+				if err := callNoop(bs, bareNoop, int64(i)); err != nil {
+					b.Fatal(err)
+				}
+				la = append(la, t1.Sub(t0))
+				lb = append(lb, time.Since(t1))
+			}
+			b.StopTimer()
+			pa, pb := pct(la, 50), pct(lb, 50)
+			b.ReportMetric(float64(pa.Microseconds()), "armory_us_p50")
+			b.ReportMetric(float64(pb.Microseconds()), "bare_us_p50")
+			b.ReportMetric(float64((pa - pb).Microseconds()), "added_us_p50")
+			b.ReportMetric(float64(pct(la, 99).Microseconds()), "armory_us_p99")
+			b.ReportMetric(float64(pct(lb, 99).Microseconds()), "bare_us_p99")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+// idleHelperEnv makes the test binary a client process holding idle MCP
+// sessions (TestIdleSessionsHelper), so that the server's process measures
+// only the server's memory.
+const idleHelperEnv = "ARMORY_BENCH_IDLE_CLIENTS"
+
+// TestIdleSessionsHelper is not a test: run by BenchmarkMCPIdleSessionMemory
+// as a separate process, it opens N sessions to ENDPOINT (with TOKEN),
+// prints "ready" and holds them until its stdin closes.
+func TestIdleSessionsHelper(t *testing.T) {
+	spec := os.Getenv(idleHelperEnv)
+	if spec == "" {
+		t.Skip("helper process of BenchmarkMCPIdleSessionMemory")
+	}
+	var n int
+	var endpoint, token string
+	fmt.Sscanf(spec, "%d %s %s", &n, &endpoint, &token)
+	if token == "-" {
+		token = ""
+	}
+	ctx := context.Background()
+	for range n {
+		cs, err := connectBench(ctx, endpoint, token)
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		defer cs.Close()
+	}
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+}
+
+// serverFootprint returns the heap in use after GC and the goroutine count.
+func serverFootprint() (heap uint64, goroutines int) {
+	var m runtime.MemStats
+	for range 2 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond)
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, runtime.NumGoroutine()
+}
+
+// idleSessions has a client process open n idle sessions to endpoint and
+// returns the growth of this (the server's) process per session.
+func idleSessions(b *testing.B, n int, endpoint, token string) (bytesPer, goroutinesPer float64) {
+	h0, g0 := serverFootprint()
+	if token == "" {
+		token = "-"
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestIdleSessionsHelper$", "-test.count=1")
+	cmd.Env = append(os.Environ(), idleHelperEnv+"="+strconv.Itoa(n)+" "+endpoint+" "+token)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || line != "ready\n" {
+		stdin.Close()
+		cmd.Wait()
+		b.Fatalf("helper: %q %v", line, err)
+	}
+	// Let the standalone SSE streams (GETs sent after initialization) arrive.
+	time.Sleep(300 * time.Millisecond)
+	h1, g1 := serverFootprint()
+	stdin.Close()
+	cmd.Wait()
+	return (float64(h1) - float64(h0)) / float64(n), float64(g1-g0) / float64(n)
+}
+
+// BenchmarkMCPIdleSessionMemory: the server's heap (after GC) and
+// goroutines per idle MCP client session, each held by a go-sdk client in
+// another process with its standalone SSE stream open, Armory vs bare.
+func BenchmarkMCPIdleSessionMemory(b *testing.B) {
+	const n = 200
+	a := startBenchArmory(b, armoryConfig{})
+	bare := startBenchBare(b)
+	var ab, ag, bb, bg float64
+	for range b.N {
+		x, y := idleSessions(b, n, a.url, a.token)
+		ab, ag = ab+x, ag+y
+		x, y = idleSessions(b, n, bare, "")
+		bb, bg = bb+x, bg+y
+	}
+	N := float64(b.N)
+	b.ReportMetric(ab/N, "armory_bytes/session")
+	b.ReportMetric(ag/N, "armory_goroutines/session")
+	b.ReportMetric(bb/N, "bare_bytes/session")
+	b.ReportMetric(bg/N, "bare_goroutines/session")
+	b.ReportMetric(0, "ns/op")
+}
