@@ -25,9 +25,10 @@ const (
 	KindUnavailable                 // a requirement is not met (missing binary, sandbox)
 	KindInternal                    // a bug or an I/O failure of our own
 	KindUsage                       // a command line used wrongly
+	KindTooLarge                    // input over a size limit (a request body, arguments)
 )
 
-var kindNames = [...]string{"other", "invalid", "not_found", "permission", "unauthenticated", "conflict", "blocked", "denied", "pending", "timeout", "unavailable", "internal", "usage"}
+var kindNames = [...]string{"other", "invalid", "not_found", "permission", "unauthenticated", "conflict", "blocked", "denied", "pending", "timeout", "unavailable", "internal", "usage", "too_large"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -132,6 +133,8 @@ func HTTPStatus(k Kind) int {
 	switch k {
 	case KindInvalid, KindUsage:
 		return http.StatusBadRequest
+	case KindTooLarge:
+		return http.StatusRequestEntityTooLarge
 	case KindNotFound:
 		return http.StatusNotFound
 	case KindPermission, KindBlocked, KindDenied:
@@ -167,7 +170,7 @@ func ExitCode(k Kind) int {
 		return ExitFailure
 	case KindUsage:
 		return ExitUsage
-	case KindInvalid, KindNotFound, KindConflict, KindUnauthenticated:
+	case KindInvalid, KindNotFound, KindConflict, KindUnauthenticated, KindTooLarge:
 		return ExitInvalid
 	case KindPermission, KindBlocked, KindDenied:
 		return ExitBlocked

@@ -287,15 +287,14 @@ type errorBody struct {
 }
 
 // writeError writes err as {"error":{"kind","message"}} with the status of
-// its kind (armory.HTTPStatus). A request body over the limit is 413.
+// its kind (armory.HTTPStatus). A request body over the limit is KindTooLarge (413).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	kind := armory.KindOf(err)
-	status := armory.HTTPStatus(kind)
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
-		kind, status = armory.KindInvalid, http.StatusRequestEntityTooLarge
-		err = armory.E("", armory.KindInvalid, fmt.Sprintf("the request body is larger than %d bytes", mb.Limit))
+		err = armory.E("", armory.KindTooLarge, fmt.Sprintf("the request body is larger than %d bytes", mb.Limit))
 	}
+	kind := armory.KindOf(err)
+	status := armory.HTTPStatus(kind)
 	if kind == armory.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="armory"`)
 	}

@@ -388,7 +388,7 @@ func TestBodyLimit(t *testing.T) {
 	e := start(t, server.Options{MaxBodyBytes: 4096})
 	big := `{"tool":"workspace.write","args":{"path":"big","content":"` + strings.Repeat("a", 5000) + `"}}`
 	status, body, _ := e.do("POST", "/api/agents/architect/calls", e.admin, big)
-	if status != 413 || kindOf(t, body) != "invalid" {
+	if status != 413 || kindOf(t, body) != "too_large" {
 		t.Fatalf("REST over the limit: %d %s", status, body)
 	}
 	under := `{"tool":"workspace.write","args":{"path":"small","content":"` + strings.Repeat("a", 3000) + `"}}`
