@@ -201,3 +201,41 @@ func TestRefusedCallCountsNothing(t *testing.T) {
 		t.Fatalf("a vetoed call took caps: %v", m)
 	}
 }
+
+// MaxArgsBytes: arguments over the limit are refused before anything is
+// counted or run; arguments at the limit are accepted.
+func TestArgsSizeLimit(t *testing.T) {
+	f := newFixture(t)
+	pad := func(n int) string { // a JSON object of exactly n bytes
+		return `{"p":"` + strings.Repeat("a", n-8) + `"}`
+	}
+	if o := f.call("ops", "test.noop", pad(MaxArgsBytes)); o.Status != audit.StatusSuccess {
+		t.Fatalf("at the limit: %s %.200s", o.Status, o.Result)
+	}
+	o := f.call("ops", "test.noop", pad(MaxArgsBytes+1))
+	if o.Status != audit.StatusError || !strings.Contains(o.Result, fmt.Sprintf("the limit is %d", MaxArgsBytes)) {
+		t.Fatalf("over the limit: %s %.200s", o.Status, o.Result)
+	}
+	if n := f.tools["test.noop"].runs.Load(); n != 1 {
+		t.Fatalf("ran %d times", n)
+	}
+}
+
+// The repeat tracker forgets the oldest sessions past maxRepeatSessions.
+func TestRepeatTrackerBounded(t *testing.T) {
+	var r repeatTracker
+	r.init()
+	sum := [32]byte{1}
+	for i := 0; i < maxRepeatSessions+500; i++ {
+		r.note(fmt.Sprintf("s%d", i), sum)
+	}
+	if len(r.last) != maxRepeatSessions || len(r.order) != maxRepeatSessions {
+		t.Fatalf("tracked %d sessions (%d in order); the bound is %d", len(r.last), len(r.order), maxRepeatSessions)
+	}
+	if _, ok := r.last["s0"]; ok {
+		t.Fatal("the oldest session was kept")
+	}
+	if n := r.note(fmt.Sprintf("s%d", maxRepeatSessions+499), sum); n != 2 {
+		t.Fatalf("a recent session lost its count: %d", n)
+	}
+}

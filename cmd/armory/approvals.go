@@ -26,7 +26,6 @@ func (a *app) approvalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			var out []*store.Approval
 			statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
 			if status != "" {
@@ -70,7 +69,6 @@ func (a *app) approvalsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			ap, err := st.GetApproval(ctx, args[0])
 			if err != nil {
 				return storeErr("approvals show", err)
@@ -94,7 +92,6 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			if err := st.DecideApproval(ctx, args[0], status, "human", reason); err != nil {
 				return storeErr("approvals "+verb, err)
 			}

@@ -37,7 +37,6 @@ func (a *app) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			recs, err := st.ListAudit(ctx, f)
 			if err != nil {
 				return storeErr("audit", err)
@@ -75,7 +74,6 @@ func (a *app) auditCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			if err := st.VerifyAudit(ctx); err != nil {
 				return brokenChain("store", err)
 			}

@@ -70,7 +70,8 @@ func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
 	}, nil
 }
 
-// store opens just the store (for approvals, sessions, audit).
+// storeOnly opens the world and its store (for approvals, sessions,
+// audit, tokens); the store is closed when the command ends (closeAll).
 // It loads the world without starting its upstream MCP servers: these
 // commands run no tools.
 func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
@@ -79,5 +80,9 @@ func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
 		return nil, nil, err
 	}
 	st, err := a.openStore(ctx, h.World.Dir)
-	return h, st, err
+	if err != nil {
+		return nil, nil, err
+	}
+	a.closers = append(a.closers, func() { st.Close() }) // closed when the command ends
+	return h, st, nil
 }

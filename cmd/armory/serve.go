@@ -178,7 +178,6 @@ func (a *app) tokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			if agent != "" {
 				if _, err := h.Agent(agent); err != nil {
 					return err
@@ -210,7 +209,6 @@ func (a *app) tokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			ts, err := st.ListTokens(ctx)
 			if err != nil {
 				return storeErr("token list", err)
@@ -239,7 +237,7 @@ func (a *app) tokenCmd() *cobra.Command {
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a token; it stops working at once, in every server on this store",
+		Short: "Revoke a token; it stops working at once in every server on this store (after --token-cache-ttl, if a server sets one)",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
@@ -247,7 +245,6 @@ func (a *app) tokenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			if err := st.RevokeToken(ctx, args[0]); err != nil {
 				return storeErr("token revoke", err)
 			}

@@ -25,7 +25,6 @@ func (a *app) sessionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			counters, err := st.Counters(ctx, args[0])
 			if err != nil {
 				return storeErr("session show", err)
@@ -88,7 +87,6 @@ func (a *app) sessionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			if err := st.SetLimitOverride(ctx, args[0], name, n); err != nil {
 				return storeErr("session extend", err)
 			}
@@ -106,7 +104,6 @@ func (a *app) sessionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			if err := st.ResetSession(ctx, args[0]); err != nil {
 				return storeErr("session reset", err)
 			}
