@@ -105,6 +105,12 @@ var argKeys = []string{"name", "type", "flag", "required", "description", "enum"
 // loadToolboxes discovers toolbox/*/toolbox.yaml ("drop a file in, it is
 // found") and loads those in the allow-list.
 func (w *World) loadToolboxes(ds *Diagnostics) {
+	for _, name := range Discover(w.Dir) {
+		if !w.allowed(name) {
+			ds.Warnf(filepath.ToSlash(filepath.Join("toolbox", name, ToolboxFile)), 0,
+				"toolbox %q is not in the world's toolboxes allow-list, so its tools are not loaded", name)
+		}
+	}
 	for _, it := range w.ToolboxAllow {
 		dir := filepath.Join(w.Dir, "toolbox", it.Value)
 		rel := filepath.ToSlash(filepath.Join("toolbox", it.Value, ToolboxFile))

@@ -126,6 +126,9 @@ func TestLoadGoodWorld(t *testing.T) {
 	if _, ok := w.Toolboxes["unlisted"]; ok {
 		t.Fatal("a toolbox not in the allow-list must not be loaded")
 	}
+	if !hasDiag(w.Diagnostics, `toolbox/unlisted/toolbox.yaml: warning: toolbox "unlisted" is not in the world's toolboxes allow-list`) {
+		t.Fatalf("a discovered but unlisted toolbox is a warning: %v", w.Diagnostics)
+	}
 	// reviewer has a legacy list but the world defines groups: warning.
 	if !hasDiag(w.Diagnostics, "archetype/reviewer/config.md:2: warning: the \"## Tools\" list is ignored") {
 		t.Fatalf("warnings: %v", w.Diagnostics)
