@@ -66,32 +66,60 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 	if _, err := lookPath(argv[0], env); err != nil {
 		return Outcome{}, err
 	}
+	if forceWarm {
+		if w := startWarm("", r, det, env); w != nil {
+			return w.run(ctx, r, argv, sink), nil
+		}
+	}
+	if pl := activePool(); pl != nil {
+		key := poolKey(r, det, env)
+		w := pl.take(key, r)
+		pl.refill(key, r, det, env)
+		if w != nil {
+			return w.run(ctx, r, argv, sink), nil
+		}
+	}
+	l, err := newBwrapLaunch(r, det, env, argv, nil)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return execute(ctx, l, sink)
+}
+
+// newBwrapLaunch prepares bwrap for argv under r. extra, if not nil, is
+// passed to the sandbox as fd 5 (a warm sandbox's script pipe).
+func newBwrapLaunch(r *resolved, det *Detection, env, argv []string, extra *os.File) (*launch, error) {
 	infoR, infoW, err := os.Pipe()
 	if err != nil {
-		return Outcome{}, fmt.Errorf("sandbox: pipe: %w", err)
+		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
-	defer infoR.Close()
 	blockR, blockW, err := os.Pipe()
 	if err != nil {
+		infoR.Close()
 		infoW.Close()
-		return Outcome{}, fmt.Errorf("sandbox: pipe: %w", err)
+		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
-	defer blockW.Close()
 	cg, err := det.newRunCgroup(r.Limits.Processes)
 	if err != nil {
+		infoR.Close()
 		infoW.Close()
 		blockR.Close()
-		return Outcome{}, err
+		blockW.Close()
+		return nil, err
+	}
+	files := []*os.File{infoW, blockR}
+	if extra != nil {
+		files = append(files, extra)
 	}
 	cmd := &exec.Cmd{
 		Path:        det.bwrapPath,
 		Args:        append([]string{"bwrap"}, bwrapArgs(r, det, argv)...),
 		Env:         env,
 		Dir:         "/",
-		ExtraFiles:  []*os.File{infoW, blockR},
+		ExtraFiles:  files,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
-	l := &launch{r: r, backend: BackendBwrap, cmd: cmd, pidns: true, cg: cg}
+	l := &launch{r: r, backend: BackendBwrap, cmd: cmd, pidns: true, cg: cg, own: []*os.File{infoR, blockW}}
 	l.handshake = func(deadline time.Time) (int, bool, int, error) {
 		// bwrap writes {"child-pid": N, ...} once the sandbox's pid 1 exists;
 		// that process then blocks reading fd 4 before it forks the command.
@@ -120,10 +148,9 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 		if _, err := blockW.Write([]byte{1}); err != nil {
 			return 0, false, fd, fmt.Errorf("sandbox: release bwrap: %w", err)
 		}
-		blockW.Close()
 		return info.ChildPid, false, fd, nil
 	}
-	return execute(ctx, l, sink)
+	return l, nil
 }
 
 // rlimit is one resource limit to apply.

@@ -18,6 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	MaybeRunHelper()
+	forceWarm = os.Getenv("ARMORY_TEST_SANDBOX_WARM") == "1"
 	os.Exit(m.Run())
 }
 
@@ -86,6 +87,9 @@ func runCtx(t *testing.T, ctx context.Context, p Policy, progress ProgressFunc, 
 	case r := <-ch:
 		if r.err != nil {
 			t.Fatalf("Run(%q): %v", argv, r.err)
+		}
+		if forceWarm && r.out.Backend == BackendBwrap && !r.out.Warm {
+			t.Fatalf("Run(%q): ARMORY_TEST_SANDBOX_WARM=1 but the run was cold (the warm-up failed)", argv)
 		}
 		return r.out
 	case <-time.After(bound + pipeGrace + hangGuard):

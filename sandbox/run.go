@@ -50,6 +50,9 @@ type Outcome struct {
 	Duration time.Duration
 	// Backend is the backend that ran the command.
 	Backend Backend
+	// Warm is set when the command ran in a sandbox of the warm pool
+	// (EnablePool), set up before the call.
+	Warm bool
 	// Signal names the signal that ended the command ("SIGKILL"), or "".
 	// When the command ran in a PID namespace (bwrap, or the helper with a
 	// namespace), its init reports signal N as status 128+N, and Signal is
@@ -72,7 +75,9 @@ const watchInterval = 5 * time.Millisecond
 // described in docs/sandbox.md plus p.PassEnv and p.Env. When Run returns,
 // every process of the run has been killed and reaped (or, for the bwrap
 // backend and the helper in a PID namespace, torn down with the
-// namespace), and no goroutine started by Run is left.
+// namespace), and no goroutine started by Run is left, except, with the
+// warm pool on (EnablePool), the background set-up of a sandbox for a
+// later call.
 //
 // Run returns an error only when the command could not be started: an
 // invalid policy (wrapping ErrPolicy), an unavailable backend (an
@@ -165,127 +170,200 @@ type launch struct {
 	// helper itself) moves the sandbox's first process into it before that
 	// process runs anything; execute kills its members and removes it.
 	cg *runCgroup
+	// own are the parent's ends of the handshake pipes, closed once the
+	// handshake is over (or the start failed).
+	own []*os.File
+}
+
+// proc is a started process tree: everything the engine holds between
+// the start (and handshake) of a launch and its end. The command may not
+// have been released yet: a warm sandbox's trampoline waits for its
+// command (pool.go).
+type proc struct {
+	l          *launch
+	pid        int
+	outR, errR *os.File
+	// exited is closed when the direct child has exited; it is not reaped
+	// yet, so its pid and process group id cannot be reused meanwhile.
+	exited    chan struct{}
+	killfd    int
+	watchRoot int
+	watchSelf bool
+	stopped   bool
 }
 
 // execute is the engine shared by every backend: pipes, start, handshake,
 // wait with timeout / cancel / process watchdog, tree kill, bounded drain.
-func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, err error) {
-	r := l.r
-	out.Backend = l.backend
-	if l.cg != nil {
-		// Whatever happens below, the group's processes die and the group
-		// goes away (after finish, or at once when nothing started).
-		// A group that cannot be removed (a process stuck in the kernel
-		// past the bound) is left for a later Detect to clean up.
-		defer func() { _ = l.cg.destroy(nsTeardown) }()
-	}
-	if r.Limits.Processes > 0 {
-		out.ProcessLimit = limitByWatchdog
-		if l.cg != nil {
-			out.ProcessLimit = limitByCgroup
-		}
-	}
+func execute(ctx context.Context, l *launch, sink *progressSink) (Outcome, error) {
 	start := time.Now()
-	deadline := start.Add(r.Timeout)
+	p, err := startLaunch(l, start.Add(l.r.Timeout))
+	if err != nil {
+		return Outcome{Backend: l.backend}, err
+	}
+	return p.supervise(ctx, l.r, sink, start), nil
+}
 
+// startLaunch starts l's process, watches for its exit and runs the
+// handshake (bounded by deadline). On an error nothing of the launch is
+// left: its processes are killed and reaped, its pipes closed and its
+// cgroup removed.
+func startLaunch(l *launch, deadline time.Time) (*proc, error) {
+	defer func() {
+		for _, f := range l.own {
+			f.Close()
+		}
+	}()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return out, fmt.Errorf("sandbox: pipe: %w", err)
+		l.closeExtra()
+		l.destroyCgroup()
+		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return out, fmt.Errorf("sandbox: pipe: %w", err)
+		l.closeExtra()
+		l.destroyCgroup()
+		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
 	l.cmd.Stdin = nil // /dev/null
 	l.cmd.Stdout, l.cmd.Stderr = outW, errW
 	startErr := l.cmd.Start()
 	outW.Close()
 	errW.Close()
-	for _, f := range l.cmd.ExtraFiles {
-		f.Close()
-	}
+	l.closeExtra()
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
-		return out, fmt.Errorf("sandbox: start %s: %w", l.backend, startErr)
+		l.destroyCgroup()
+		return nil, fmt.Errorf("sandbox: start %s: %w", l.backend, startErr)
 	}
-	pid := l.cmd.Process.Pid
-
-	stdout := newCapture("stdout", r.MaxOutput, sink)
-	stdout.tee = r.StdoutTee
-	stderr := newCapture("stderr", r.MaxOutput, sink)
-	var readers sync.WaitGroup
-	readers.Add(2)
-	go func() { defer readers.Done(); stdout.drain(outR) }()
-	go func() { defer readers.Done(); stderr.drain(errR) }()
-
-	// exited is closed when the direct child has exited; it is not reaped
-	// yet, so its pid and process group id cannot be reused meanwhile.
-	exited := make(chan struct{})
+	p := &proc{l: l, pid: l.cmd.Process.Pid, outR: outR, errR: errR, exited: make(chan struct{}), killfd: -1}
 	go func() {
-		defer close(exited)
+		defer close(p.exited)
 		var info unix.Siginfo
 		for {
-			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			err := unix.Waitid(unix.P_PID, p.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
 			if err != unix.EINTR {
 				return
 			}
 		}
 	}()
+	watchRoot, watchSelf, kfd, herr := l.handshake(deadline)
+	p.killfd, p.watchRoot, p.watchSelf = kfd, watchRoot, watchSelf
+	if herr != nil {
+		p.discard()
+		return nil, herr
+	}
+	return p, nil
+}
 
-	killfd := -1
-	kill := func() {
-		if killfd >= 0 {
-			_ = unix.PidfdSendSignal(killfd, unix.SIGKILL, nil, 0)
-		}
-		_ = unix.Kill(-pid, unix.SIGKILL) // the process group (Setpgid/Setsid)
-		if !l.pidns {
-			// Without a PID namespace, also reach descendants that left the
-			// process group (setsid) while their parents still live.
-			for _, p := range descendants(pid) {
-				_ = unix.Kill(p, unix.SIGKILL)
-			}
-		}
-		if l.cg != nil {
-			l.cg.killAll()
+// closeExtra closes the parent's copies of the files passed to the child.
+func (l *launch) closeExtra() {
+	for _, f := range l.cmd.ExtraFiles {
+		f.Close()
+	}
+}
+
+// destroyCgroup kills what is left in the launch's pids cgroup and removes
+// it. A group that cannot be removed (a process stuck in the kernel past
+// the bound) is left for a later Detect to clean up.
+func (l *launch) destroyCgroup() {
+	if l.cg != nil {
+		_ = l.cg.destroy(nsTeardown)
+	}
+}
+
+// kill sends SIGKILL to the whole tree.
+func (p *proc) kill() {
+	if p.killfd >= 0 {
+		_ = unix.PidfdSendSignal(p.killfd, unix.SIGKILL, nil, 0)
+	}
+	_ = unix.Kill(-p.pid, unix.SIGKILL) // the process group (Setpgid/Setsid)
+	if !p.l.pidns {
+		// Without a PID namespace, also reach descendants that left the
+		// process group (setsid) while their parents still live.
+		for _, d := range descendants(p.pid) {
+			_ = unix.Kill(d, unix.SIGKILL)
 		}
 	}
+	if p.l.cg != nil {
+		p.l.cg.killAll()
+	}
+}
+
+// stop kills what is left and reaps the child; for a PID namespace it
+// waits (bounded) until the namespace is gone. It runs once.
+func (p *proc) stop() {
+	if p.stopped {
+		return
+	}
+	p.stopped = true
+	p.kill()
+	<-p.exited
+	_ = p.l.cmd.Wait()
+	if p.killfd >= 0 {
+		// The namespace's pid 1 reports its exit only once the kernel has
+		// killed and reaped every other process of the namespace.
+		waitPidfd(p.killfd, nsTeardown)
+		unix.Close(p.killfd)
+		p.killfd = -1
+	}
+}
+
+// discard ends a proc that was never supervised: kill, reap, close, remove
+// its cgroup.
+func (p *proc) discard() {
+	p.stop()
+	p.outR.Close()
+	p.errR.Close()
+	p.l.destroyCgroup()
+}
+
+// supervise drains p's output and waits for it under r's timeout (counted
+// from start), ctx and process limit, then kills what is left and returns
+// the Outcome. r is the policy of the call (its timeout, output limits and
+// tee); p may have been started for an equal policy before the call.
+func (p *proc) supervise(ctx context.Context, r *resolved, sink *progressSink, start time.Time) (out Outcome) {
+	l := p.l
+	out.Backend = l.backend
+	// Whatever happens below, the group's processes die and the group goes
+	// away.
+	defer l.destroyCgroup()
+	if r.Limits.Processes > 0 {
+		out.ProcessLimit = limitByWatchdog
+		if l.cg != nil {
+			out.ProcessLimit = limitByCgroup
+		}
+	}
+	stdout := newCapture("stdout", r.MaxOutput, sink)
+	stdout.tee = r.StdoutTee
+	stderr := newCapture("stderr", r.MaxOutput, sink)
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() { defer readers.Done(); stdout.drain(p.outR) }()
+	go func() { defer readers.Done(); stderr.drain(p.errR) }()
+
 	// finish kills what is left, reaps the child and collects the output.
 	finish := func() {
-		kill()
-		<-exited
-		_ = l.cmd.Wait()
-		if killfd >= 0 {
-			// The namespace's pid 1 reports its exit only once the kernel has
-			// killed and reaped every other process of the namespace.
-			waitPidfd(killfd, nsTeardown)
-			unix.Close(killfd)
-		}
+		p.stop()
 		readersDone := make(chan struct{})
 		go func() { readers.Wait(); close(readersDone) }()
 		grace := time.NewTimer(pipeGrace)
 		select {
 		case <-readersDone:
 		case <-grace.C:
-			outR.Close()
-			errR.Close()
+			p.outR.Close()
+			p.errR.Close()
 			<-readersDone
 		}
 		grace.Stop()
-		outR.Close()
-		errR.Close()
+		p.outR.Close()
+		p.errR.Close()
 	}
 
-	watchRoot, watchSelf, kfd, herr := l.handshake(deadline)
-	killfd = kfd
-	if herr != nil {
-		finish()
-		return Outcome{Backend: l.backend}, herr
-	}
-
-	timer := time.NewTimer(time.Until(deadline))
+	timer := time.NewTimer(time.Until(start.Add(r.Timeout)))
 	defer timer.Stop()
 	var tick <-chan time.Time
 	// With a pids cgroup the kernel enforces the limit; the ticker then only
@@ -299,7 +377,7 @@ func execute(ctx context.Context, l *launch, sink *progressSink) (out Outcome, e
 wait:
 	for {
 		select {
-		case <-exited:
+		case <-p.exited:
 			// A fork refused since the last tick still ends the run as
 			// "process limit" (whatever is left of the tree is killed).
 			if l.cg != nil && r.Limits.Processes > 0 {
@@ -320,7 +398,7 @@ wait:
 					out.Killed, out.KillReason = true, "process limit"
 					break wait
 				}
-			} else if countTree(watchRoot, watchSelf) > r.Limits.Processes {
+			} else if countTree(p.watchRoot, p.watchSelf) > r.Limits.Processes {
 				out.Killed, out.KillReason = true, "process limit"
 				break wait
 			}
@@ -348,7 +426,7 @@ wait:
 	}
 	out.Stdout, out.StdoutTotal = stdout.result(), stdout.total
 	out.Stderr, out.StderrTotal = stderr.result(), stderr.total
-	return out, nil
+	return out
 }
 
 // nsTeardown bounds the wait for a killed PID namespace to be torn down

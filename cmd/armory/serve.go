@@ -21,6 +21,7 @@ import (
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -30,6 +31,7 @@ import (
 func (a *app) serveCmd() *cobra.Command {
 	var opts server.Options
 	var exampleWorld bool
+	var warm int
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:7411] [--example]",
 		Short: "Serve the world's agents over MCP (/agents/ID/mcp) and a REST API (/api)",
@@ -49,7 +51,7 @@ func (a *app) serveCmd() *cobra.Command {
 			defer stop()
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			opts.Logger = log
-			srv, done, err := a.server(ctx, opts)
+			srv, done, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
 			}
@@ -80,6 +82,7 @@ func (a *app) serveCmd() *cobra.Command {
 	f.DurationVar(&opts.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let in-flight calls finish on SIGINT/SIGTERM")
 	f.Int64Var(&opts.MaxBodyBytes, "max-body", 1<<20, "largest request body in bytes")
 	f.DurationVar(&opts.TokenCacheTTL, "token-cache-ttl", 0, "trust a checked token this long without reading the store (0: never; a revoked token then stops at once)")
+	f.IntVar(&warm, "warm-sandboxes", 2, warmSandboxesUsage)
 	return cmd
 }
 
@@ -91,9 +94,13 @@ func isLoopback(h string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// warmSandboxesUsage documents --warm-sandboxes (docs/sandbox.md, "Warm pool").
+const warmSandboxesUsage = "bwrap sandboxes kept set up ahead of calls, per distinct sandbox policy (0: none; each call then sets up its own)"
+
 // server builds the server the way pipeline() builds the CLI's pipeline:
-// world, store, JSONL audit sink (when no other process holds it).
-func (a *app) server(ctx context.Context, opts server.Options) (*server.Server, func(), error) {
+// world, store, JSONL audit sink (when no other process holds it). warm > 0
+// turns on the sandbox warm pool for as long as the server lives.
+func (a *app) server(ctx context.Context, opts server.Options, warm int) (*server.Server, func(), error) {
 	h, err := a.open()
 	if err != nil {
 		return nil, nil, err
@@ -118,7 +125,13 @@ func (a *app) server(ctx context.Context, opts server.Options) (*server.Server, 
 		st.Close()
 		return nil, nil, err
 	}
+	if warm > 0 {
+		sandbox.EnablePool(sandbox.PoolOptions{PerPolicy: warm})
+	}
 	return srv, func() {
+		if warm > 0 {
+			sandbox.ClosePool()
+		}
 		if sink != nil {
 			sink.Close()
 		}
@@ -129,6 +142,7 @@ func (a *app) server(ctx context.Context, opts server.Options) (*server.Server, 
 // mcpCmd is `armory mcp AGENT`: one agent's tools over MCP on stdio.
 func (a *app) mcpCmd() *cobra.Command {
 	var opts server.Options
+	var warm int
 	cmd := &cobra.Command{
 		Use:   "mcp AGENT",
 		Short: "Serve one agent's tools over MCP on stdin/stdout (for clients that spawn a process)",
@@ -137,7 +151,7 @@ func (a *app) mcpCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			srv, done, err := a.server(ctx, opts)
+			srv, done, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
 			}
@@ -153,6 +167,7 @@ func (a *app) mcpCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().DurationVar(&opts.ApprovalWait, "approval-wait", 60*time.Second, "how long a tool call waits for an approval before returning pending")
+	cmd.Flags().IntVar(&warm, "warm-sandboxes", 2, warmSandboxesUsage)
 	return cmd
 }
 
