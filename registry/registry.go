@@ -99,6 +99,43 @@ type Registry struct {
 	mu    sync.RWMutex
 	bits  []uint64               // which catalog tools are visible
 	extra map[string]armory.Tool // registered at run time (nil when none)
+	// watchers are called after each change (OnChange); guarded by mu.
+	watchers map[int]func(name string, added bool)
+	nextW    int
+}
+
+// OnChange registers fn to be called after every successful Register
+// (added true) and Unregister (added false), with the tool's name. fn runs
+// in the goroutine that made the change, after the registry's lock is
+// released, so it may read the registry. The returned function removes
+// the watcher.
+func (r *Registry) OnChange(fn func(name string, added bool)) (remove func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.watchers == nil {
+		r.watchers = map[int]func(string, bool){}
+	}
+	id := r.nextW
+	r.nextW++
+	r.watchers[id] = fn
+	return func() {
+		r.mu.Lock()
+		delete(r.watchers, id)
+		r.mu.Unlock()
+	}
+}
+
+// notify calls the watchers (without the lock held).
+func (r *Registry) notify(name string, added bool) {
+	r.mu.RLock()
+	fns := make([]func(string, bool), 0, len(r.watchers))
+	for _, fn := range r.watchers {
+		fns = append(fns, fn)
+	}
+	r.mu.RUnlock()
+	for _, fn := range fns {
+		fn(name, added)
+	}
 }
 
 // New builds a registry holding the catalog tools for which visible returns
@@ -158,6 +195,14 @@ func (r *Registry) Register(t armory.Tool) error {
 	if !armory.ValidToolName(name) {
 		return armory.E("registry.Register", armory.KindInvalid, fmt.Sprintf("invalid tool name %q", name))
 	}
+	if err := r.register(name, t); err != nil {
+		return err
+	}
+	r.notify(name, true)
+	return nil
+}
+
+func (r *Registry) register(name string, t armory.Tool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if i, ok := r.cat.index[name]; ok && r.hasBit(i) {
@@ -180,6 +225,14 @@ func (r *Registry) Register(t armory.Tool) error {
 // Unregister removes the tool called name. A name the registry does not
 // hold is UnknownTool(name).
 func (r *Registry) Unregister(name string) error {
+	if err := r.unregister(name); err != nil {
+		return err
+	}
+	r.notify(name, false)
+	return nil
+}
+
+func (r *Registry) unregister(name string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.extra[name]; ok {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -267,4 +268,31 @@ func BenchmarkRegistryMemory(b *testing.B) {
 		runtime.KeepAlive(regs)
 	}
 	b.ReportMetric(perAgent, "bytes/agent")
+}
+
+func TestOnChange(t *testing.T) {
+	r := New(newCat(t), func(n string) bool { return n != "tool.cli" })
+	type ev struct {
+		name  string
+		added bool
+		has   bool // the registry already shows the change when fn runs
+	}
+	var got []ev
+	remove := r.OnChange(func(name string, added bool) { got = append(got, ev{name, added, r.Has(name)}) })
+	skill := &fake{name: "skill.pdf.extract"}
+	r.Register(skill)
+	r.Register(skill)                   // conflict: no event
+	r.Register(&fake{name: "Bad Name"}) // invalid: no event
+	r.Unregister("skill.pdf.extract")
+	r.Unregister("no.such") // unknown: no event
+	r.Unregister("workspace.read")
+	want := []ev{{"skill.pdf.extract", true, true}, {"skill.pdf.extract", false, false}, {"workspace.read", false, false}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	remove()
+	r.Register(skill)
+	if len(got) != len(want) {
+		t.Fatalf("removed watcher still called: %v", got)
+	}
 }

@@ -61,32 +61,55 @@ func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
 		&mcp.ServerOptions{
 			Instructions: s.instructions(ag),
 			Logger:       s.opts.Logger,
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
 		})
 	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
-		var probe struct {
-			Type any `json:"type"`
+		if err := s.addMCPTool(srv, ag.ID, t); err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(t.InputSchema, &probe); err != nil || probe.Type != "object" {
-			return nil, armory.E("server", armory.KindInvalid, fmt.Sprintf("tool %s: MCP needs an input schema of type \"object\"", t.Name))
-		}
-		tool := &mcp.Tool{
-			Name:        t.Name,
-			Description: t.Description,
-			InputSchema: t.InputSchema,
-			Annotations: &mcp.ToolAnnotations{
-				ReadOnlyHint:    t.Annotations.ReadOnly,
-				DestructiveHint: &t.Annotations.Destructive,
-				IdempotentHint:  t.Annotations.Idempotent,
-				OpenWorldHint:   &t.Annotations.OpenWorld,
-			},
-		}
-		if len(t.OutputSchema) > 0 {
-			tool.OutputSchema = t.OutputSchema
-		}
-		srv.AddTool(tool, s.toolHandler(ag.ID, len(t.OutputSchema) > 0))
 	}
+	// Tools registered or removed at run time (skills, library users) change
+	// the list; the SDK tells the agent's clients (notifications/tools/list_changed).
+	s.unwatch = append(s.unwatch, ag.Registry.OnChange(func(name string, added bool) {
+		if !added {
+			srv.RemoveTools(name)
+			return
+		}
+		t, err := ag.Registry.Lookup(name)
+		if err != nil {
+			return // removed again meanwhile
+		}
+		if err := s.addMCPTool(srv, ag.ID, registry.MCPTools([]armory.Tool{t})[0]); err != nil {
+			s.opts.Logger.Warn("tool registered at run time is not served over MCP", "agent", ag.ID, "tool", name, "error", err)
+		}
+	}))
 	return srv, nil
+}
+
+// addMCPTool adds one tool of agent to its MCP server.
+func (s *Server) addMCPTool(srv *mcp.Server, agent string, t registry.MCPTool) error {
+	var probe struct {
+		Type any `json:"type"`
+	}
+	if err := json.Unmarshal(t.InputSchema, &probe); err != nil || probe.Type != "object" {
+		return armory.E("server", armory.KindInvalid, fmt.Sprintf("tool %s: MCP needs an input schema of type \"object\"", t.Name))
+	}
+	tool := &mcp.Tool{
+		Name:        t.Name,
+		Description: t.Description,
+		InputSchema: t.InputSchema,
+		Annotations: &mcp.ToolAnnotations{
+			ReadOnlyHint:    t.Annotations.ReadOnly,
+			DestructiveHint: &t.Annotations.Destructive,
+			IdempotentHint:  t.Annotations.Idempotent,
+			OpenWorldHint:   &t.Annotations.OpenWorld,
+		},
+	}
+	if len(t.OutputSchema) > 0 {
+		tool.OutputSchema = t.OutputSchema
+	}
+	srv.AddTool(tool, s.toolHandler(agent, len(t.OutputSchema) > 0))
+	return nil
 }
 
 // instructions are the toolkit policy texts that apply to the agent's

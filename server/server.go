@@ -129,6 +129,9 @@ type Server struct {
 	calls      tracker
 	handler    http.Handler
 	hosts      hostPolicy
+	// unwatch removes the registry watchers that keep the MCP servers'
+	// tool lists current (Close).
+	unwatch []func()
 }
 
 // New builds the pipeline for h from gopts (whose Store is required) with
@@ -157,10 +160,21 @@ func New(h *host.Host, gopts guard.Options, opts Options) (*Server, error) {
 		return nil, err
 	}
 	if err := s.buildMCP(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	s.handler = s.routes()
 	return s, nil
+}
+
+// Close detaches the server from its host's registries: tools registered
+// or removed later no longer change its MCP tool lists. It does not stop
+// Serve (cancel its context) and may be called more than once.
+func (s *Server) Close() {
+	for _, f := range s.unwatch {
+		f()
+	}
+	s.unwatch = nil
 }
 
 // Pipeline returns the server's pipeline.

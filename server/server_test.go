@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
@@ -739,5 +740,93 @@ func TestGracefulShutdownDrainsCalls(t *testing.T) {
 	}
 	if _, err := http.Get(e.url + "/healthz"); err == nil {
 		t.Fatal("still serving after shutdown")
+	}
+}
+
+// skillTool is a tool registered at run time.
+type skillTool struct{}
+
+func (skillTool) Spec() armory.Spec {
+	return armory.Spec{Name: "skill.echo", Description: "Echo the text back.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)}
+}
+func (skillTool) Manifest() armory.Manifest {
+	return armory.Manifest{Category: armory.CatFileRead, Permission: armory.PermAuto}
+}
+func (skillTool) Execute(_ context.Context, inv armory.Invocation) armory.Result {
+	var a struct{ Text string }
+	json.Unmarshal(inv.Args, &a)
+	return armory.OK(a.Text)
+}
+
+// TestMCPToolsRegisteredAtRunTime: a tool registered in an agent's
+// registry after the server started is listed (clients are told the list
+// changed) and called through the pipeline; unregistered, it is gone.
+func TestMCPToolsRegisteredAtRunTime(t *testing.T) {
+	e := start(t, server.Options{})
+	ctx := ctx30(t)
+	changed := make(chan struct{}, 8)
+	cs := e.mcp("architect", e.token("architect"), &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	other := e.mcp("reviewer", e.token("reviewer"), nil)
+	names := func(cs *mcp.ClientSession) []string {
+		res, err := cs.ListTools(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, tl := range res.Tools {
+			out = append(out, tl.Name)
+		}
+		return out
+	}
+	if slices.Contains(names(cs), "skill.echo") {
+		t.Fatal("listed before it was registered")
+	}
+	ag, _ := e.h.Agent("architect")
+	if err := ag.Registry.Register(skillTool{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed")
+	}
+	if got := names(cs); !slices.Contains(got, "skill.echo") || !slices.IsSorted(got) {
+		t.Fatalf("tools/list after Register: %v", got)
+	}
+	if slices.Contains(names(other), "skill.echo") {
+		t.Fatal("another agent lists the tool")
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "skill.echo", Arguments: map[string]any{"text": "hi"}})
+	if err != nil || res.IsError || callText(res) != "hi" {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	if recs, err := e.st.ListAudit(ctx, store.AuditFilter{Agent: "architect", Tool: "skill.echo"}); err != nil || len(recs) != 2 {
+		t.Fatalf("audit: %d records, %v", len(recs), err)
+	}
+	if err := ag.Registry.Unregister("skill.echo"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed after Unregister")
+	}
+	if slices.Contains(names(cs), "skill.echo") {
+		t.Fatal("still listed after Unregister")
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "skill.echo", Arguments: map[string]any{"text": "hi"}})
+	if err == nil && !res.IsError {
+		t.Fatal("an unregistered tool still runs")
+	}
+	// After Close, the server no longer follows the registry.
+	e.srv.Close()
+	if err := ag.Registry.Register(skillTool{}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(names(cs), "skill.echo") {
+		t.Fatal("a closed server still follows the registry")
 	}
 }

@@ -129,6 +129,7 @@ func (a *app) server(ctx context.Context, opts server.Options, warm int) (*serve
 		sandbox.EnablePool(sandbox.PoolOptions{PerPolicy: warm})
 	}
 	return srv, func() {
+		srv.Close()
 		if warm > 0 {
 			sandbox.ClosePool()
 		}
