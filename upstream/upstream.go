@@ -378,13 +378,21 @@ func (s *server) start(ctx context.Context, unav map[string]string) ([]armory.To
 func (s *server) connect(ctx context.Context) (*mcp.ClientSession, int, []*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
+	env, err := expandAll(s.cfg.Env, "env")
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	headers, err := expandAll(s.cfg.Headers, "headers")
+	if err != nil {
+		return nil, 0, nil, err
+	}
 	var tr mcp.Transport
 	var cmd *exec.Cmd
 	if s.stdio() {
-		cmd = s.command()
+		cmd = s.command(env)
 		tr = &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.TerminateWait}
 	} else {
-		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers}}
+		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: headers}}
 		tr = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
 	}
 	sess, err := s.client.Connect(ctx, tr, nil)
@@ -422,12 +430,30 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, int, []*mcp.T
 	return sess, pid, tools, nil
 }
 
+// expandAll expands the ${NAME} references of the values of m from
+// armory's environment (world.ExpandEnv). Its errors name the key and the
+// variable, never a value.
+func expandAll(m map[string]string, what string) (map[string]string, error) {
+	if m == nil {
+		return nil, nil
+	}
+	out := make(map[string]string, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		v, err := world.ExpandEnv(m[k], os.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %v", what, k, err)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 // command builds the stdio server's process: argv from the config (a
 // relative program path is taken from the world folder), a reduced
-// environment (PATH, HOME, LANG and the configured env), the world folder
+// environment (PATH, HOME, LANG and env, the expanded configured env), the world folder
 // as working directory, its own process group, stderr drained into a
 // bounded tail, SIGKILL when armory dies.
-func (s *server) command() *exec.Cmd {
+func (s *server) command(cfgEnv map[string]string) *exec.Cmd {
 	prog := s.cfg.Command[0]
 	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
 		prog = filepath.Join(s.dir, prog)
@@ -437,13 +463,13 @@ func (s *server) command() *exec.Cmd {
 	env := []string{}
 	for _, k := range []string{"PATH", "HOME", "LANG"} {
 		if v, ok := os.LookupEnv(k); ok {
-			if _, set := s.cfg.Env[k]; !set {
+			if _, set := cfgEnv[k]; !set {
 				env = append(env, k+"="+v)
 			}
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-		env = append(env, k+"="+s.cfg.Env[k])
+	for _, k := range slices.Sorted(maps.Keys(cfgEnv)) {
+		env = append(env, k+"="+cfgEnv[k])
 	}
 	cmd.Env = env
 	cmd.Stderr = s.stderr

@@ -4,13 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/host"
@@ -445,4 +451,52 @@ func TestPinsRequired(t *testing.T) {
 type mcpAnn struct {
 	readOnly               bool
 	destructive, openWorld *bool
+}
+
+// TestEnvExpansion: ${NAME} in env (stdio) and headers (HTTP) is taken from
+// armory's environment when the server starts; an unset variable makes the
+// server unavailable with a reason that names it and shows no value.
+func TestEnvExpansion(t *testing.T) {
+	t.Setenv("ARMORY_TEST_UP_TOKEN", "tok-123")
+	var gotAuth atomic.Value
+	up := mcp.NewServer(&mcp.Implementation{Name: "h", Version: "1"}, nil)
+	up.AddTool(&mcp.Tool{Name: "echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+		})
+	mh := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return up }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotAuth.Store(r.Header.Get("Authorization"))
+		mh.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	dir := worldDir(t, "mcp_servers:\n"+
+		selfServer("t", map[string]string{"TOKEN": "${ARMORY_TEST_UP_TOKEN}", "LITERAL": "$${NOT_EXPANDED}"})+
+		"  h:\n    url: "+hs.URL+"\n    headers: {Authorization: \"Bearer ${ARMORY_TEST_UP_TOKEN}\"}\n"+
+		selfServer("unset", map[string]string{"X": "${ARMORY_TEST_UNSET_VAR}"}), nil)
+	set, _ := start(t, dir, openStore(t, dir), upstream.Options{StartTimeout: 10 * time.Second})
+
+	r := call(t, tool(t, set, "mcp.t.env"), `{}`)
+	lines := strings.Split(r.Text, "\n")
+	if !slices.Contains(lines, "TOKEN=tok-123") || !slices.Contains(lines, "LITERAL=${NOT_EXPANDED}") {
+		t.Errorf("stdio env not expanded: %q", r.Text)
+	}
+	if u := set.Unavailable()["mcp.h"]; u != "" {
+		t.Fatalf("http upstream unavailable: %s", u)
+	}
+	if r := call(t, tool(t, set, "mcp.h.echo"), `{}`); !r.Success {
+		t.Fatalf("http upstream: %+v", r)
+	}
+	if a, _ := gotAuth.Load().(string); a != "Bearer tok-123" {
+		t.Errorf("Authorization header %q", a)
+	}
+	why := set.Unavailable()["mcp.unset"]
+	if !strings.Contains(why, "${ARMORY_TEST_UNSET_VAR} is not set") {
+		t.Errorf("unset variable: %q", why)
+	}
+	for _, w := range set.Warnings() {
+		if strings.Contains(w.String(), "tok-123") {
+			t.Errorf("a warning reveals the value: %v", w)
+		}
+	}
 }

@@ -2,7 +2,9 @@ package world
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -85,6 +87,7 @@ func (w *World) parseMCPServers(r nodeReader, n *yamlNode) {
 					}
 					return nil
 				}, &bad)
+				r.checkExpand(s.Env, f.v.Line, what+".env", &bad)
 			case "url":
 				v, ok := r.str(f.v, what+".url")
 				if !ok {
@@ -111,6 +114,7 @@ func (w *World) parseMCPServers(r nodeReader, n *yamlNode) {
 					}
 					return nil
 				}, &bad)
+				r.checkExpand(s.Headers, f.v.Line, what+".headers", &bad)
 			default:
 				r.unknownKey(f, what, mcpServerKeys)
 				bad = true
@@ -200,4 +204,82 @@ func (w *World) MCPServer(name string) *MCPServer {
 		}
 	}
 	return nil
+}
+
+// ExpandEnv replaces each ${NAME} in s (NAME: a letter or _, then letters,
+// digits or _) with lookup(NAME); "$${" stands for a literal "${", and any
+// other "$" is kept. mcp_servers env and headers values are expanded this
+// way when a server starts, so that secrets stay out of world-config.yaml.
+// Errors: a "${" without a valid name and closing "}", or a name lookup
+// does not know (the error names the variable, never a value).
+func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' { // "$${": a literal "${"
+			b.WriteString(s[:i-1])
+			b.WriteString("${")
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		end := strings.IndexByte(s[i+2:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("unclosed ${ (write $${ for a literal ${)")
+		}
+		name := s[i+2 : i+2+end]
+		if !validEnvName(name) {
+			return "", fmt.Errorf("${%s}: not a variable name (letters, digits and _, not starting with a digit)", clipName(name))
+		}
+		if lookup == nil {
+			b.WriteString("x") // syntax check only
+		} else {
+			v, ok := lookup(name)
+			if !ok {
+				return "", fmt.Errorf("${%s} is not set in armory's environment", name)
+			}
+			b.WriteString(v)
+		}
+		s = s[i+3+end:]
+	}
+}
+
+func validEnvName(n string) bool {
+	if n == "" || len(n) > 256 {
+		return false
+	}
+	for i, c := range n {
+		switch {
+		case c == '_', c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z':
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func clipName(n string) string {
+	if len(n) > 40 {
+		return n[:40] + "…"
+	}
+	return n
+}
+
+// checkExpand reports the values of m whose ${NAME} references are
+// malformed (they are expanded when the server starts).
+func (r nodeReader) checkExpand(m map[string]string, line int, what string, bad *bool) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if _, err := ExpandEnv(m[k], nil); err != nil {
+			r.ds.Errorf(r.file, line, "%s.%s: %v", what, k, err)
+			*bad = true
+		}
+	}
 }

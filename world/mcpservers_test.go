@@ -73,6 +73,8 @@ func TestMCPServersErrors(t *testing.T) {
 		{"env on url", "mcp_servers:\n  r:\n    url: https://h/mcp\n    env: {A: b}\n", "world-config.yaml:5: mcp_servers.r: env applies to command servers only"},
 		{"long arg", "mcp_servers:\n  fs:\n    command: [x, " + long + "]\n", "world-config.yaml:6: mcp_servers.fs.command: value is"},
 		{"duplicate", "mcp_servers:\n  fs:\n    command: [x]\n  fs:\n    command: [y]\n", `world-config.yaml:7: mcp_servers: key "fs" repeated`},
+		{"unclosed ${", "mcp_servers:\n  fs:\n    command: [x]\n    env: {T: \"${TOKEN\"}\n", "world-config.yaml:7: mcp_servers.fs.env.T: unclosed ${"},
+		{"bad ${name}", "mcp_servers:\n  r:\n    url: https://h/mcp\n    headers: {Authorization: \"Bearer ${1X}\"}\n", "world-config.yaml:7: mcp_servers.r.headers.Authorization: ${1X}: not a variable name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadMCP(t, tc.yaml)
@@ -134,4 +136,38 @@ func FuzzParseMCPServers(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestExpandEnv(t *testing.T) {
+	env := map[string]string{"TOKEN": "s3cr3t", "EMPTY": "", "A_1": "a"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	for _, tc := range []struct {
+		in, want, err string
+	}{
+		{"plain", "plain", ""},
+		{"Bearer ${TOKEN}", "Bearer s3cr3t", ""},
+		{"${TOKEN}${A_1}-${EMPTY}.", "s3cr3ta-.", ""},
+		{"$HOME and $ alone", "$HOME and $ alone", ""},
+		{"$${TOKEN}", "${TOKEN}", ""},
+		{"$$${TOKEN}", "$${TOKEN}", ""}, // "$" then the literal "$${"
+		{"${MISSING}", "", "${MISSING} is not set"},
+		{"${TOKEN", "", "unclosed ${"},
+		{"${}", "", "${}: not a variable name"},
+		{"${A-B}", "", "${A-B}: not a variable name"},
+		{"${9}", "", "${9}: not a variable name"},
+	} {
+		got, err := ExpandEnv(tc.in, lookup)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("ExpandEnv(%q): error %v, want %q", tc.in, err, tc.err)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("ExpandEnv(%q): error reveals a value: %v", tc.in, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("ExpandEnv(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
 }
