@@ -171,3 +171,22 @@ func TestExpandEnv(t *testing.T) {
 		}
 	}
 }
+
+func FuzzExpandEnv(f *testing.F) {
+	for _, s := range []string{"Bearer ${TOKEN}", "$${X}", "${", "${}", "a$b", "${A}${B}", "$$${A}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lookup := func(k string) (string, bool) { return "<" + k + ">", k != "UNSET" }
+		out, err := ExpandEnv(s, lookup)
+		if _, cerr := ExpandEnv(s, nil); (cerr == nil) != (err == nil || strings.Contains(err.Error(), "is not set")) {
+			t.Fatalf("syntax check and expansion disagree on %q: %v vs %v", s, cerr, err)
+		}
+		if !strings.Contains(s, "${") && (err != nil || out != s) {
+			t.Fatalf("%q without ${ changed: %q %v", s, out, err)
+		}
+		if err == nil && strings.Contains(out, "${") && !strings.Contains(s, "$${") && !strings.Contains(s, "<") {
+			t.Fatalf("%q: a reference survived: %q", s, out)
+		}
+	})
+}
