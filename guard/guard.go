@@ -163,6 +163,17 @@ type state struct {
 	// of the caps stage in stages.
 	admit     *store.AdmitRequest
 	capsStage int
+	// redacted is audit.Redact(c.Args), computed once for both records.
+	redacted json.RawMessage
+}
+
+// redactedArgs returns the call's arguments as the audit trail keeps them
+// (shared by the start and finish records, which only read them).
+func (s *state) redactedArgs() json.RawMessage {
+	if s.redacted == nil {
+		s.redacted = audit.Redact(s.c.Args)
+	}
+	return s.redacted
 }
 
 func (s *state) stage(name, decision string, reasons ...string) {
@@ -292,7 +303,7 @@ func safeExecute(ctx context.Context, t armory.Tool, inv armory.Invocation) (res
 func (p *Pipeline) record(s *state, phase audit.Phase, status audit.Status, result string) *audit.Record {
 	rec := &audit.Record{
 		ID: s.id, Time: p.opts.Now(), Phase: phase, Agent: s.c.Agent, Session: s.c.Session, Task: s.c.Task,
-		Tool: s.c.Tool, Args: audit.Redact(s.c.Args), Stages: cloneStages(s.stages), Status: status,
+		Tool: s.c.Tool, Args: s.redactedArgs(), Stages: cloneStages(s.stages), Status: status,
 		Result: audit.Summary(result), Justification: audit.RedactText(s.c.Justification),
 	}
 	if s.hasLvl {

@@ -8,6 +8,13 @@
 // audit head: the chain stays exact across processes. Waiting for the lock
 // is bounded by the busy timeout.
 //
+// The committer keeps the audit head and the admission state (session
+// starts, limit overrides, counters) from one committed batch to the next,
+// and reuses them only while, read inside the next batch's transaction,
+// PRAGMA data_version (another connection committed), the count of this
+// Store's own writes of that state outside the committer, and the writer
+// connection are all unchanged; otherwise it reads them afresh.
+//
 // Durability: with the default Synchronous "FULL", a commit is fsynced to
 // the WAL before AppendAudit returns, so an acknowledged record survives a
 // power loss. With "NORMAL" (WAL mode), commits survive a crash of the
@@ -19,6 +26,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -28,6 +36,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory/audit"
@@ -76,15 +85,63 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool
 
-	insert     map[int]*sql.Stmt // multi-row audit inserts by row count
-	readHead   *sql.Stmt
-	moveHead   *sql.Stmt
-	admitStmts struct{ start, overrides, counter, setCounter, startSession *sql.Stmt }
+	// Prepared multi-row statements by row count (insertSizes): audit
+	// inserts, counter upserts, session starts.
+	insert, setCounters, startSessions map[int]*sql.Stmt
+	readHead, moveHead, dataVersion    *sql.Stmt
+	admitStmts                         struct{ start, overrides, counter *sql.Stmt }
 
-	// Scratch space of the committer goroutine (flush runs only there).
+	// conns counts the writer connections opened; writes counts the
+	// non-committer writes of admission state. Either changing voids the
+	// committer's cache (see flush).
+	conns  *countingConnector
+	writes atomic.Uint64
+
+	// Committer state (flush runs only on the committer goroutine).
 	scratch []commit.Entry
 	args    []any
+	cache   commitCache
 }
+
+// commitCache is what the committer keeps from its last committed batch:
+// the audit head and the admission state (commit.Cache), valid for the next
+// batch only if the file's data_version, the Store's write count and the
+// writer connection are all what they were when that batch committed.
+type commitCache struct {
+	valid       bool
+	dataVersion int64
+	writes      uint64
+	conns       uint64
+	head        audit.Head
+	adm         *commit.Cache
+}
+
+// countingConnector opens the writer's connections and counts them.
+// PRAGMA data_version is a property of one connection: if database/sql
+// replaces the writer connection, values from the old one mean nothing.
+type countingConnector struct {
+	dsn    string
+	drv    driver.Driver
+	opened atomic.Uint64
+}
+
+func (c *countingConnector) Connect(context.Context) (driver.Conn, error) {
+	c.opened.Add(1)
+	return c.drv.Open(c.dsn)
+}
+
+func (c *countingConnector) Driver() driver.Driver { return c.drv }
+
+// sqliteDriver is the registered "sqlite" driver (sql.Open does not
+// connect).
+var sqliteDriver = func() driver.Driver {
+	db, err := sql.Open("sqlite", "")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	return db.Driver()
+}()
 
 var _ store.Store = (*Store)(nil)
 
@@ -130,15 +187,15 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	q.Add("_pragma", "synchronous("+opts.Synchronous+")")
 	q.Add("_pragma", "temp_store(MEMORY)")
 	q.Add("_txlock", "immediate")
-	w, err := sql.Open("sqlite", path+"?"+q.Encode())
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: open: %w", err)
-	}
+	conns := &countingConnector{dsn: path + "?" + q.Encode(), drv: sqliteDriver}
+	w := sql.OpenDB(conns)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, opts: opts, closing: make(chan struct{}), insert: map[int]*sql.Stmt{}}
+	s := &Store{w: w, opts: opts, closing: make(chan struct{}), conns: conns,
+		insert: map[int]*sql.Stmt{}, setCounters: map[int]*sql.Stmt{}, startSessions: map[int]*sql.Stmt{}}
+	s.cache.adm = commit.NewCache(0)
 	// A new database file is switched to WAL by the first connection;
 	// another process opening the same new file at that moment can get
 	// SQLITE_BUSY from the journal-mode switch, which does not wait on the
@@ -166,18 +223,32 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	r.SetMaxIdleConns(opts.Readers)
 	s.r = r
 	for _, n := range insertSizes {
-		st, err := w.Prepare(insertSQL(n))
-		if err != nil {
-			s.closeDBs()
-			return nil, fmt.Errorf("sqlite: prepare: %w", err)
+		for _, ps := range []struct {
+			m map[int]*sql.Stmt
+			q string
+		}{
+			{s.insert, insertSQL(n)},
+			{s.setCounters, rowsSQL(`INSERT INTO counters (session, name, value) VALUES `, 3, n,
+				` ON CONFLICT (session, name) DO UPDATE SET value = excluded.value`)},
+			{s.startSessions, rowsSQL(`INSERT INTO sessions (id, started_us) VALUES `, 2, n, ` ON CONFLICT (id) DO NOTHING`)},
+		} {
+			st, err := w.Prepare(ps.q)
+			if err != nil {
+				s.closeDBs()
+				return nil, fmt.Errorf("sqlite: prepare: %w", err)
+			}
+			ps.m[n] = st
 		}
-		s.insert[n] = st
 	}
 	if s.readHead, err = w.Prepare(`SELECT seq, hash FROM audit_head WHERE id = 1`); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
 	if s.moveHead, err = w.Prepare(`UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
+	if s.dataVersion, err = w.Prepare(`PRAGMA data_version`); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
@@ -189,9 +260,6 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		{&a.start, `SELECT started_us FROM sessions WHERE id = ?`},
 		{&a.overrides, `SELECT name, max FROM limit_overrides WHERE session = ?`},
 		{&a.counter, `SELECT value FROM counters WHERE session = ? AND name = ?`},
-		{&a.setCounter, `INSERT INTO counters (session, name, value) VALUES (?, ?, ?)
-			ON CONFLICT (session, name) DO UPDATE SET value = excluded.value`},
-		{&a.startSession, `INSERT INTO sessions (id, started_us) VALUES (?, ?) ON CONFLICT (id) DO NOTHING`},
 	} {
 		if *ps.st, err = w.Prepare(ps.q); err != nil {
 			s.closeDBs()
@@ -203,18 +271,44 @@ func OpenWith(path string, opts Options) (*Store, error) {
 }
 
 func insertSQL(rows int) string {
-	var b strings.Builder
 	// OR ROLLBACK: a failing insert ends the whole transaction (the batch
 	// is retried record by record), so SQLite needs no statement journal.
-	b.WriteString("INSERT OR ROLLBACK INTO audit_records (" + auditrow.Columns + ") VALUES ")
-	row := "(" + strings.TrimSuffix(strings.Repeat("?,", auditrow.NumColumns), ",") + ")"
+	return rowsSQL("INSERT OR ROLLBACK INTO audit_records ("+auditrow.Columns+") VALUES ", auditrow.NumColumns, rows, "")
+}
+
+// rowsSQL returns head, rows tuples of cols placeholders, and tail.
+func rowsSQL(head string, cols, rows int, tail string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	row := "(" + strings.TrimSuffix(strings.Repeat("?,", cols), ",") + ")"
 	for i := range rows {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		b.WriteString(row)
 	}
+	b.WriteString(tail)
 	return b.String()
+}
+
+// execRows writes the rows in args (cols values each) in tx with the
+// prepared multi-row statements stmts (keyed by insertSizes), the largest
+// that fit first.
+func execRows(ctx context.Context, tx *sql.Tx, stmts map[int]*sql.Stmt, cols int, args []any) error {
+	for rows := len(args) / cols; rows > 0; {
+		n := 1
+		for _, size := range insertSizes {
+			if size <= rows {
+				n = size
+				break
+			}
+		}
+		if _, err := tx.StmtContext(ctx, stmts[n]).ExecContext(ctx, args[:n*cols]...); err != nil {
+			return err
+		}
+		args, rows = args[n*cols:], rows-n
+	}
+	return nil
 }
 
 func (s *Store) migrate() error {
@@ -268,11 +362,13 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	var errs []error
-	for _, st := range s.insert {
-		errs = append(errs, st.Close())
+	for _, m := range []map[int]*sql.Stmt{s.insert, s.setCounters, s.startSessions} {
+		for _, st := range m {
+			errs = append(errs, st.Close())
+		}
 	}
 	a := &s.admitStmts
-	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, a.start, a.overrides, a.counter, a.setCounter, a.startSession} {
+	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, s.dataVersion, a.start, a.overrides, a.counter} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -302,11 +398,15 @@ func (s *Store) AppendAudit(ctx context.Context, rec *audit.Record) error {
 	return s.batch.Append(ctx, rec, store.ErrClosed)
 }
 
-// flush writes one group commit: read the head inside the write
-// transaction (BEGIN IMMEDIATE: this process holds the file's write lock, so
-// nothing it reads can change before it commits), decide the admissions in
-// order, chain and insert the admitted records, write the counters and
+// flush writes one group commit: inside the write transaction (BEGIN
+// IMMEDIATE: this process holds the file's write lock, so nothing it reads
+// can change before it commits) take the audit head, decide the admissions
+// in order, chain and insert the admitted records, write the counters and
 // session starts the admissions changed, move the head.
+//
+// The head and the admission state come from the committer's cache when it
+// is valid (see cacheValid), else from the database; a batch that does not
+// commit drops the cache.
 func (s *Store) flush(entries []commit.Entry) error {
 	ctx := context.Background()
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -314,10 +414,27 @@ func (s *Store) flush(entries []commit.Entry) error {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}
 	defer tx.Rollback()
-	var head audit.Head
-	if err := tx.StmtContext(ctx, s.readHead).QueryRowContext(ctx).Scan(&head.Seq, &head.Hash); err != nil {
-		return fmt.Errorf("sqlite: append audit: read head: %w", err)
+	c := &s.cache
+	committed := false
+	defer func() {
+		if !committed {
+			c.valid = false
+			c.adm.Clear()
+		}
+	}()
+	var dv int64
+	if err := tx.StmtContext(ctx, s.dataVersion).QueryRowContext(ctx).Scan(&dv); err != nil {
+		return fmt.Errorf("sqlite: append audit: data version: %w", err)
 	}
+	writes, conns := s.writes.Load(), s.conns.opened.Load()
+	if !c.valid || dv != c.dataVersion || writes != c.writes || conns != c.conns {
+		c.adm.Clear()
+		if err := tx.StmtContext(ctx, s.readHead).QueryRowContext(ctx).Scan(&c.head.Seq, &c.head.Hash); err != nil {
+			return fmt.Errorf("sqlite: append audit: read head: %w", err)
+		}
+	}
+	c.valid = false // until this batch commits
+	head := c.head
 	var (
 		ledger *commit.Ledger
 		load   *loader
@@ -327,7 +444,7 @@ func (s *Store) flush(entries []commit.Entry) error {
 		if e.Admit != nil {
 			if ledger == nil {
 				load = &loader{ctx: ctx, tx: tx, s: s}
-				ledger = commit.NewLedger(load, s.opts.Now())
+				ledger = c.adm.Ledger(load, s.opts.Now())
 			}
 			if err := ledger.Decide(e.Admit); err != nil {
 				return fmt.Errorf("sqlite: admit: %w", err)
@@ -341,30 +458,20 @@ func (s *Store) flush(entries []commit.Entry) error {
 	}
 	s.scratch = recs[:0]
 	args := s.args[:0]
-	for rest := recs; len(rest) > 0; {
-		n := 1
-		for _, size := range insertSizes {
-			if size <= len(rest) {
-				n = size
-				break
-			}
-		}
-		args = args[:0]
-		for _, e := range rest[:n] {
-			rec := e.Rec
-			args = append(args, rec.Seq, rec.ID, rec.Time.UnixMicro(), string(rec.Phase), rec.Agent, rec.Session,
-				rec.Task, rec.Tool, string(rec.Args), e.Stages, rec.Permission, rec.ApprovalID, rec.DecidedBy,
-				string(rec.Status), rec.Result, rec.DurationMS, rec.Justification, rec.PrevHash, rec.Hash)
-		}
-		if _, err := tx.StmtContext(ctx, s.insert[n]).ExecContext(ctx, args...); err != nil {
-			return fmt.Errorf("sqlite: append audit: %w", err)
-		}
-		rest = rest[n:]
+	for _, e := range recs {
+		rec := e.Rec
+		args = append(args, rec.Seq, rec.ID, rec.Time.UnixMicro(), string(rec.Phase), rec.Agent, rec.Session,
+			rec.Task, rec.Tool, string(rec.Args), e.Stages, rec.Permission, rec.ApprovalID, rec.DecidedBy,
+			string(rec.Status), rec.Result, rec.DurationMS, rec.Justification, rec.PrevHash, rec.Hash)
 	}
+	err = execRows(ctx, tx, s.insert, auditrow.NumColumns, args)
 	clear(args)
 	s.args = args[:0]
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
 	if ledger != nil {
-		if err := load.write(ledger); err != nil {
+		if err := s.writeLedger(ctx, tx, ledger); err != nil {
 			return fmt.Errorf("sqlite: admit: %w", err)
 		}
 	}
@@ -376,7 +483,29 @@ func (s *Store) flush(entries []commit.Entry) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: append audit: commit: %w", err)
 	}
+	committed = true
+	*c = commitCache{valid: true, dataVersion: dv, writes: writes, conns: conns, head: head, adm: c.adm}
 	return nil
+}
+
+// writeLedger stores what the ledger changed: one multi-row upsert for the
+// counters, one multi-row insert for the sessions started.
+func (s *Store) writeLedger(ctx context.Context, tx *sql.Tx, ledger *commit.Ledger) error {
+	keys, values := ledger.Dirty()
+	args := s.args[:0]
+	defer func() { clear(args); s.args = args[:0] }()
+	for i, k := range keys {
+		args = append(args, k.Session, k.Name, values[i])
+	}
+	if err := execRows(ctx, tx, s.setCounters, 3, args); err != nil {
+		return err
+	}
+	started, us := ledger.Started()
+	args = args[:0]
+	for _, id := range started {
+		args = append(args, id, us)
+	}
+	return execRows(ctx, tx, s.startSessions, 2, args)
 }
 
 // loader reads admission state inside the flush's transaction.
@@ -385,7 +514,6 @@ type loader struct {
 	tx                        *sql.Tx
 	s                         *Store
 	start, overrides, counter *sql.Stmt
-	setCounter, startSession  *sql.Stmt
 }
 
 func (l *loader) stmt(p **sql.Stmt, shared *sql.Stmt) *sql.Stmt {
@@ -436,21 +564,19 @@ func (l *loader) Counter(k commit.Key) (int64, error) {
 	return v, err
 }
 
-// write stores what the ledger changed.
-func (l *loader) write(ledger *commit.Ledger) error {
-	keys, values := ledger.Dirty()
-	for i, k := range keys {
-		if _, err := l.stmt(&l.setCounter, l.s.admitStmts.setCounter).ExecContext(l.ctx, k.Session, k.Name, values[i]); err != nil {
-			return err
-		}
+// onWriter runs fn on the writer connection, for a write of admission state
+// (sessions, limit overrides, counters) outside the group commit. It counts
+// the write while it holds the connection, so the committer, which reads
+// the count while it holds that same connection, sees the write before its
+// next batch and drops its cache (see flush).
+func (s *Store) onWriter(ctx context.Context, fn func(*sql.Conn) error) error {
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return err
 	}
-	started, us := ledger.Started()
-	for _, id := range started {
-		if _, err := l.stmt(&l.startSession, l.s.admitStmts.startSession).ExecContext(l.ctx, id, us); err != nil {
-			return err
-		}
-	}
-	return nil
+	defer conn.Close()
+	s.writes.Add(1)
+	return fn(conn)
 }
 
 // Admit implements store.Store inside the group commit.
@@ -880,11 +1006,13 @@ func (s *Store) Acquire(ctx context.Context, session, counter string, n, max int
 	}
 	defer release()
 	var cur int64
-	err = s.w.QueryRowContext(ctx, `INSERT INTO counters (session, name, value)
+	err = s.onWriter(ctx, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, `INSERT INTO counters (session, name, value)
 		SELECT ?1, ?2, ?3 WHERE ?3 <= COALESCE((SELECT max FROM limit_overrides WHERE session = ?1 AND name = ?2), ?4)
 		ON CONFLICT (session, name) DO UPDATE SET value = value + excluded.value
 		WHERE value + excluded.value <= COALESCE((SELECT max FROM limit_overrides WHERE session = ?1 AND name = ?2), ?4)
 		RETURNING value`, session, counter, n, max).Scan(&cur)
+	})
 	if err == nil {
 		return cur, true, nil
 	}
@@ -943,12 +1071,15 @@ func (s *Store) SetLimitOverride(ctx context.Context, session, counter string, m
 		return err
 	}
 	defer release()
-	if max < 0 {
-		_, err = s.w.ExecContext(ctx, `DELETE FROM limit_overrides WHERE session = ? AND name = ?`, session, counter)
-	} else {
-		_, err = s.w.ExecContext(ctx, `INSERT INTO limit_overrides (session, name, max) VALUES (?, ?, ?)
+	err = s.onWriter(ctx, func(c *sql.Conn) (err error) {
+		if max < 0 {
+			_, err = c.ExecContext(ctx, `DELETE FROM limit_overrides WHERE session = ? AND name = ?`, session, counter)
+		} else {
+			_, err = c.ExecContext(ctx, `INSERT INTO limit_overrides (session, name, max) VALUES (?, ?, ?)
 			ON CONFLICT (session, name) DO UPDATE SET max = excluded.max`, session, counter, max)
-	}
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("sqlite: set limit override: %w", err)
 	}
@@ -962,18 +1093,21 @@ func (s *Store) ResetSession(ctx context.Context, session string) error {
 		return err
 	}
 	defer release()
-	tx, err := s.w.BeginTx(ctx, nil)
+	err = s.onWriter(ctx, func(c *sql.Conn) error {
+		tx, err := c.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE session = ?`, session); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, session); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
 	if err != nil {
-		return fmt.Errorf("sqlite: reset session: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM counters WHERE session = ?`, session); err != nil {
-		return fmt.Errorf("sqlite: reset session: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, session); err != nil {
-		return fmt.Errorf("sqlite: reset session: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: reset session: %w", err)
 	}
 	return nil
@@ -987,9 +1121,11 @@ func (s *Store) SessionStart(ctx context.Context, session string) (time.Time, er
 	}
 	defer release()
 	var us int64
-	err = s.w.QueryRowContext(ctx, `INSERT INTO sessions (id, started_us) VALUES (?, ?)
+	err = s.onWriter(ctx, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, `INSERT INTO sessions (id, started_us) VALUES (?, ?)
 		ON CONFLICT (id) DO UPDATE SET id = excluded.id RETURNING started_us`,
-		session, s.opts.Now().UnixMicro()).Scan(&us)
+			session, s.opts.Now().UnixMicro()).Scan(&us)
+	})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("sqlite: session start: %w", err)
 	}

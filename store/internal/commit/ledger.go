@@ -38,23 +38,74 @@ type Loader interface {
 // them, and collects what the flush must write: counters changed and
 // sessions started. It is used by one goroutine.
 type Ledger struct {
-	load      Loader
-	nowUS     int64
+	load    Loader
+	nowUS   int64
+	c       *Cache
+	dirty   map[Key]bool
+	started []string // sessions whose clock this batch starts
+}
+
+// NewLedger returns a Ledger for a batch committed at now that reads every
+// key it needs through load (a Cache of its own, dropped with it).
+func NewLedger(load Loader, now time.Time) *Ledger {
+	return &Ledger{load: load, nowUS: now.UnixMicro(), c: NewCache(0), dirty: map[Key]bool{}}
+}
+
+// Cache is admission state (session starts, limit overrides, counter
+// values) that a flush carries from one committed batch to the next, so
+// that a batch reads from the database only the keys the cache lacks.
+//
+// The flush owns the rule that makes this exact: it may pass a Cache to the
+// next batch only if that batch committed and nothing else can have written
+// sessions, overrides or counters since (another process, or another write
+// path of the same store); otherwise it must Clear it first. A Ledger from
+// Cache.Ledger writes its decisions into the cache as it goes, so a batch
+// that does not commit must Clear it too. A Cache is used by one goroutine.
+type Cache struct {
+	max       int
 	starts    map[string]int64
 	overrides map[string]map[string]int64
 	values    map[Key]int64
-	dirty     map[Key]bool
-	started   []string // sessions whose clock this batch starts
 }
 
-// NewLedger returns a Ledger for a batch committed at now.
-func NewLedger(load Loader, now time.Time) *Ledger {
-	return &Ledger{load: load, nowUS: now.UnixMicro(), starts: map[string]int64{},
-		overrides: map[string]map[string]int64{}, values: map[Key]int64{}, dirty: map[Key]bool{}}
+// DefaultCacheEntries bounds a Cache when NewCache is given no bound.
+const DefaultCacheEntries = 1 << 16
+
+// NewCache returns an empty Cache holding at most about maxEntries session
+// starts plus counter values (zero means DefaultCacheEntries): a Ledger
+// started on a fuller cache clears it first, so it may exceed the bound by
+// one batch's keys.
+func NewCache(maxEntries int) *Cache {
+	if maxEntries <= 0 {
+		maxEntries = DefaultCacheEntries
+	}
+	return &Cache{max: maxEntries, starts: map[string]int64{},
+		overrides: map[string]map[string]int64{}, values: map[Key]int64{}}
+}
+
+// Clear forgets everything: the next batch reads every key again.
+func (c *Cache) Clear() {
+	clear(c.starts)
+	clear(c.overrides)
+	clear(c.values)
+}
+
+// Len returns the number of session starts and counter values held.
+func (c *Cache) Len() int { return len(c.starts) + len(c.values) }
+
+// Ledger returns a Ledger for a batch committed at now that reads through
+// the cache: only keys it lacks are read with load, and what the batch
+// reads and decides is kept in it (see Cache for when that may be reused).
+// When the cache holds more than its bound it is cleared first.
+func (c *Cache) Ledger(load Loader, now time.Time) *Ledger {
+	if c.Len() > c.max {
+		c.Clear()
+	}
+	return &Ledger{load: load, nowUS: now.UnixMicro(), c: c, dirty: map[Key]bool{}}
 }
 
 func (l *Ledger) start(session string) (int64, error) {
-	if us, ok := l.starts[session]; ok {
+	if us, ok := l.c.starts[session]; ok {
 		return us, nil
 	}
 	us, ok, err := l.load.SessionStart(session)
@@ -65,31 +116,31 @@ func (l *Ledger) start(session string) (int64, error) {
 		us = l.nowUS
 		l.started = append(l.started, session)
 	}
-	l.starts[session] = us
+	l.c.starts[session] = us
 	return us, nil
 }
 
 func (l *Ledger) limits(session string) (map[string]int64, error) {
-	if m, ok := l.overrides[session]; ok {
+	if m, ok := l.c.overrides[session]; ok {
 		return m, nil
 	}
 	m, err := l.load.Overrides(session)
 	if err != nil {
 		return nil, err
 	}
-	l.overrides[session] = m
+	l.c.overrides[session] = m
 	return m, nil
 }
 
 func (l *Ledger) value(k Key) (int64, error) {
-	if v, ok := l.values[k]; ok {
+	if v, ok := l.c.values[k]; ok {
 		return v, nil
 	}
 	v, err := l.load.Counter(k)
 	if err != nil {
 		return 0, err
 	}
-	l.values[k] = v
+	l.c.values[k] = v
 	return v, nil
 }
 
@@ -147,7 +198,7 @@ func (l *Ledger) Decide(a *Admission) error {
 	}
 	for i, acq := range a.Acquire {
 		k := Key{a.Session, acq.Counter}
-		l.values[k] = next[i]
+		l.c.values[k] = next[i]
 		l.dirty[k] = true
 	}
 	a.Result.Admitted = true
@@ -164,7 +215,7 @@ func (l *Ledger) Dirty() (keys []Key, values []int64) {
 		return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Name, b.Name))
 	})
 	for _, k := range keys {
-		values = append(values, l.values[k])
+		values = append(values, l.c.values[k])
 	}
 	return keys, values
 }

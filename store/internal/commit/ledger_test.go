@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -112,5 +113,72 @@ func TestLedgerBatch(t *testing.T) {
 	}
 	if m.reads != 4 { // start, overrides, a, b
 		t.Fatalf("%d reads, want 4", m.reads)
+	}
+}
+
+// A Cache carries what one batch read and decided into the next: the second
+// batch reads nothing, starts no session again, and continues the counts;
+// after Clear everything is read again; past its bound it starts empty.
+func TestCacheAcrossBatches(t *testing.T) {
+	m := &memState{starts: map[string]int64{}, overrides: map[string]map[string]int64{"s": {"a": 3}}, counters: map[Key]int64{}}
+	decide := func(l *Ledger, n int) (admitted int) {
+		t.Helper()
+		for range n {
+			a := &Admission{Session: "s", Acquire: []store.Acquisition{{Counter: "a", N: 1, Max: 100}}}
+			if err := l.Decide(a); err != nil {
+				t.Fatal(err)
+			}
+			if a.Result.Admitted {
+				admitted++
+			}
+		}
+		return admitted
+	}
+	c := NewCache(0)
+	l := c.Ledger(m, time.Now())
+	if got := decide(l, 2); got != 2 {
+		t.Fatalf("batch 1 admitted %d", got)
+	}
+	if started, _ := l.Started(); len(started) != 1 || m.reads != 3 {
+		t.Fatalf("batch 1: started %v, %d reads", started, m.reads)
+	}
+	// The flush committed batch 1; the backing state now holds its writes.
+	m.starts["s"] = 1
+	m.counters[Key{"s", "a"}] = 2
+
+	l = c.Ledger(m, time.Now())
+	if got := decide(l, 2); got != 1 { // override 3: one more fits
+		t.Fatalf("batch 2 admitted %d, want 1", got)
+	}
+	if started, _ := l.Started(); len(started) != 0 || m.reads != 3 {
+		t.Fatalf("batch 2: started %v, %d reads (want none new)", started, m.reads)
+	}
+	if keys, values := l.Dirty(); len(keys) != 1 || values[0] != 3 {
+		t.Fatalf("batch 2 dirty %v %v", keys, values)
+	}
+
+	// Another writer raised the override: the flush must Clear.
+	m.counters[Key{"s", "a"}] = 3
+	m.overrides["s"]["a"] = 4
+	c.Clear()
+	if c.Len() != 0 {
+		t.Fatalf("Len after Clear = %d", c.Len())
+	}
+	l = c.Ledger(m, time.Now())
+	if got := decide(l, 2); got != 1 || m.reads != 6 {
+		t.Fatalf("after Clear: admitted %d, %d reads; want 1, 6", got, m.reads)
+	}
+
+	// The bound: a cache over it starts the next batch empty.
+	small := NewCache(3)
+	for i := range 5 {
+		l := small.Ledger(m, time.Now())
+		a := &Admission{Session: fmt.Sprintf("x%d", i), Acquire: []store.Acquisition{{Counter: "a", N: 1, Max: 1}}}
+		if err := l.Decide(a); err != nil || !a.Result.Admitted {
+			t.Fatalf("session %d: %v %+v", i, err, a.Result)
+		}
+		if small.Len() > 3+2 { // the bound plus one batch's keys
+			t.Fatalf("cache holds %d entries, bound 3", small.Len())
+		}
 	}
 }
