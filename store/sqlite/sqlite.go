@@ -89,6 +89,7 @@ type Store struct {
 	// inserts, counter upserts, session starts.
 	insert, setCounters, startSessions map[int]*sql.Stmt
 	readHead, moveHead, dataVersion    *sql.Stmt
+	lookupToken                        *sql.Stmt // on the readers: every authenticated request
 	admitStmts                         struct{ start, overrides, counter *sql.Stmt }
 
 	// conns counts the writer connections opened; writes counts the
@@ -252,6 +253,10 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
+	if s.lookupToken, err = r.Prepare(selectToken + ` WHERE hash = ? AND revoked_us = 0`); err != nil {
+		s.closeDBs()
+		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	}
 	a := &s.admitStmts
 	for _, ps := range []struct {
 		st **sql.Stmt
@@ -368,7 +373,7 @@ func (s *Store) closeDBs() error {
 		}
 	}
 	a := &s.admitStmts
-	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, s.dataVersion, a.start, a.overrides, a.counter} {
+	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, s.dataVersion, s.lookupToken, a.start, a.overrides, a.counter} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -125,7 +125,7 @@ func (s *Store) LookupToken(ctx context.Context, hash string) (*store.Token, err
 		return nil, err
 	}
 	defer release()
-	t, err := scanToken(s.r.QueryRowContext(ctx, selectToken+` WHERE hash = ? AND revoked_us = 0`, hash))
+	t, err := scanToken(s.lookupToken.QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sqlite: token: %w", store.ErrNotFound)
 	}
