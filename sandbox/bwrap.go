@@ -73,11 +73,15 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 	}
 	if pl := activePool(); pl != nil {
 		key := poolKey(r, det, env)
-		w := pl.take(key, r)
-		pl.refill(key, r, det, env)
-		if w != nil {
-			return w.run(ctx, r, argv, sink), nil
+		if w := pl.take(key, r); w != nil {
+			// Warm the replacement after the call, so that its set-up does
+			// not compete with the command the caller waits for.
+			out := w.run(ctx, r, argv, sink)
+			pl.refill(key, r, det, env)
+			return out, nil
 		}
+		// None ready: this call sets up its own; start warming for the next.
+		pl.refill(key, r, det, env)
 	}
 	l, err := newBwrapLaunch(r, det, env, argv, nil)
 	if err != nil {
