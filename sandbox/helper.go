@@ -232,13 +232,23 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 		return Outcome{}, fmt.Errorf("sandbox: private temp dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
+	l, err := newHelperLaunch(r, det, backend, argv, tmp)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return execute(ctx, l, sink)
+}
+
+// newHelperLaunch prepares the re-executed helper (landlock or none) for
+// argv under r, with tmp as the command's private temp dir.
+func newHelperLaunch(r *resolved, det *Detection, backend Backend, argv []string, tmp string) (*launch, error) {
 	env := r.environment(tmp)
 	if _, err := lookPath(argv[0], env); err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
 	cg, err := det.newRunCgroup(r.Limits.Processes)
 	if err != nil {
-		return Outcome{}, err
+		return nil, err
 	}
 	c := helperConfig{
 		Landlock: backend == BackendLandlock,
@@ -256,16 +266,15 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 		if cg != nil {
 			_ = cg.destroy(nsTeardown)
 		}
-		return Outcome{}, fmt.Errorf("sandbox: helper config: %w", err)
+		return nil, fmt.Errorf("sandbox: helper config: %w", err)
 	}
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		if cg != nil {
 			_ = cg.destroy(nsTeardown)
 		}
-		return Outcome{}, fmt.Errorf("sandbox: pipe: %w", err)
+		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
-	defer statusR.Close()
 	cmd := &exec.Cmd{
 		Path:        det.helperExe,
 		Args:        []string{det.helperExe, helperMarker, string(js)},
@@ -274,7 +283,7 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 		ExtraFiles:  []*os.File{statusW},
 		SysProcAttr: det.helperAttr(),
 	}
-	l := &launch{r: r, backend: backend, cmd: cmd, pidns: det.helperPIDNS, cg: cg}
+	l := &launch{r: r, backend: backend, cmd: cmd, pidns: det.helperPIDNS, cg: cg, own: []*os.File{statusR}}
 	l.handshake = func(deadline time.Time) (int, bool, int, error) {
 		// The status pipe closes on exec (success) or carries the error.
 		b, rerr := readAllDeadline(statusR, deadline, 64<<10)
@@ -289,5 +298,5 @@ func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend
 		}
 		return cmd.Process.Pid, true, -1, nil
 	}
-	return execute(ctx, l, sink)
+	return l, nil
 }

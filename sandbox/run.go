@@ -173,6 +173,9 @@ type launch struct {
 	// own are the parent's ends of the handshake pipes, closed once the
 	// handshake is over (or the start failed).
 	own []*os.File
+	// stdin, when set, gives the process a pipe as stdin (proc.inW) instead
+	// of /dev/null (StartServer).
+	stdin bool
 }
 
 // proc is a started process tree: everything the engine holds between
@@ -190,6 +193,7 @@ type proc struct {
 	watchRoot int
 	watchSelf bool
 	stopped   bool
+	inW       *os.File // write end of stdin, when launch.stdin
 }
 
 // execute is the engine shared by every backend: pipes, start, handshake,
@@ -228,18 +232,37 @@ func startLaunch(l *launch, deadline time.Time) (*proc, error) {
 		return nil, fmt.Errorf("sandbox: pipe: %w", err)
 	}
 	l.cmd.Stdin = nil // /dev/null
+	var inR, inW *os.File
+	if l.stdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			l.closeExtra()
+			l.destroyCgroup()
+			return nil, fmt.Errorf("sandbox: pipe: %w", err)
+		}
+		l.cmd.Stdin = inR
+	}
 	l.cmd.Stdout, l.cmd.Stderr = outW, errW
 	startErr := l.cmd.Start()
 	outW.Close()
 	errW.Close()
+	if inR != nil {
+		inR.Close()
+	}
 	l.closeExtra()
 	if startErr != nil {
 		outR.Close()
 		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
 		l.destroyCgroup()
 		return nil, fmt.Errorf("sandbox: start %s: %w", l.backend, startErr)
 	}
-	p := &proc{l: l, pid: l.cmd.Process.Pid, outR: outR, errR: errR, exited: make(chan struct{}), killfd: -1}
+	p := &proc{l: l, pid: l.cmd.Process.Pid, outR: outR, errR: errR, inW: inW, exited: make(chan struct{}), killfd: -1}
 	go func() {
 		defer close(p.exited)
 		var info unix.Siginfo
@@ -318,6 +341,9 @@ func (p *proc) discard() {
 	p.stop()
 	p.outR.Close()
 	p.errR.Close()
+	if p.inW != nil {
+		p.inW.Close()
+	}
 	p.l.destroyCgroup()
 }
 

@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -115,6 +116,23 @@ func serveTest() int {
 	s.AddTool(&mcp.Tool{Name: "env", Description: "Return the environment.", InputSchema: obj("")}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return text(strings.Join(os.Environ(), "\n")), nil
 	})
+	if os.Getenv(envMode) == "probe" {
+		// What a confined server may do: write a file, reach a TCP address.
+		s.AddTool(&mcp.Tool{Name: "write", Description: "Write a file.", InputSchema: obj("path")}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if err := os.WriteFile(arg(req, "path"), []byte("x"), 0o644); err != nil {
+				return text("error: " + err.Error()), nil
+			}
+			return text("written"), nil
+		})
+		s.AddTool(&mcp.Tool{Name: "dial", Description: "Connect to addr.", InputSchema: obj("addr")}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			c, err := net.DialTimeout("tcp", arg(req, "addr"), 2*time.Second)
+			if err != nil {
+				return text("error: " + err.Error()), nil
+			}
+			c.Close()
+			return text("connected"), nil
+		})
+	}
 	if os.Getenv(envMode) == "badnames" {
 		for _, n := range []string{"getWeather", "get_weather", "ReadFile", "x..y", "dotted.name", "_leading"} {
 			s.AddTool(&mcp.Tool{Name: n, Description: n, InputSchema: obj("")}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

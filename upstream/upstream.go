@@ -44,6 +44,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -161,7 +162,7 @@ func Start(ctx context.Context, w *world.World, opts Options) (*Set, error) {
 	outs := make([]out, len(w.MCPServers))
 	var wg sync.WaitGroup
 	for i, cfg := range w.MCPServers {
-		srv := newServer(cfg, w.Dir, opts)
+		srv := newServer(cfg, w.Dir, w.Sandbox, opts)
 		s.servers = append(s.servers, srv)
 		wg.Add(1)
 		go func() {
@@ -242,15 +243,16 @@ func (s *Set) Close() error {
 
 // server is one upstream server and its supervisor.
 type server struct {
-	cfg    world.MCPServer
-	dir    string
-	opts   Options
-	client *mcp.Client
-	stderr *tail
+	cfg     world.MCPServer
+	dir     string
+	backend string // the world's sandbox backend, for a sandboxed stdio server
+	opts    Options
+	client  *mcp.Client
+	stderr  *tail
 
 	mu       sync.Mutex
 	sess     *mcp.ClientSession
-	pid      int
+	child    child
 	state    string
 	lastErr  string
 	restarts int
@@ -261,15 +263,34 @@ type server struct {
 	wg   sync.WaitGroup
 }
 
-func newServer(cfg world.MCPServer, dir string, opts Options) *server {
+// child is the process of a running stdio server: its pid and, when the
+// server is sandboxed, the sandbox that stops it. The zero value (an HTTP
+// server, or none) stops nothing.
+type child struct {
+	pid int
+	box *sandbox.Server
+}
+
+// kill stops the process and everything it started: the sandbox (which
+// also reaps it), or the process group.
+func (c child) kill() {
+	if c.box != nil {
+		c.box.Stop()
+		return
+	}
+	killGroup(c.pid)
+}
+
+func newServer(cfg world.MCPServer, dir, backend string, opts Options) *server {
 	return &server{
-		cfg:    cfg,
-		dir:    dir,
-		opts:   opts,
-		client: mcp.NewClient(&mcp.Implementation{Name: "armory", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}),
-		stderr: newTail(opts.MaxStderr),
-		state:  "starting",
-		done:   make(chan struct{}),
+		cfg:     cfg,
+		dir:     dir,
+		backend: backend,
+		opts:    opts,
+		client:  mcp.NewClient(&mcp.Implementation{Name: "armory", Version: "1"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}),
+		stderr:  newTail(opts.MaxStderr),
+		state:   "starting",
+		done:    make(chan struct{}),
 	}
 }
 
@@ -281,7 +302,7 @@ func (s *server) family() string { return Family + "." + s.cfg.Name }
 // records unavailable families and tools in unav.
 func (s *server) start(ctx context.Context, unav map[string]string) ([]armory.Tool, world.Diagnostics) {
 	var ds world.Diagnostics
-	sess, pid, listed, err := s.connect(ctx)
+	sess, c, listed, err := s.connect(ctx)
 	if err != nil {
 		why := fmt.Sprintf("upstream MCP server %q is unavailable: %v", s.cfg.Name, err)
 		if t := s.stderr.String(); t != "" {
@@ -357,69 +378,82 @@ func (s *server) start(ctx context.Context, unav map[string]string) ([]armory.To
 			upstream: t.Name,
 			hash:     hash,
 			spec:     armory.Spec{Name: full, Description: clip(t.Description, MaxDescription), InputSchema: in, OutputSchema: out},
-			man:      Manifest(stdio, t.Annotations),
+			man:      s.manifest(stdio, t.Annotations),
 		})
 	}
 	s.mu.Lock()
-	s.sess, s.pid, s.hashes, s.state = sess, pid, hashes, "up"
+	s.sess, s.child, s.hashes, s.state = sess, c, hashes, "up"
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		s.stop(sess, pid)
+		s.stop(sess, c)
 		return tools, ds
 	}
 	s.wg.Add(1)
-	go s.supervise(sess, pid)
+	go s.supervise(sess, c)
 	return tools, ds
 }
 
 // connect starts (or reaches) the server, initializes a session and lists
 // its tools, all within Options.StartTimeout.
-func (s *server) connect(ctx context.Context) (*mcp.ClientSession, int, []*mcp.Tool, error) {
+func (s *server) connect(ctx context.Context) (*mcp.ClientSession, child, []*mcp.Tool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
 	env, err := expandAll(s.cfg.Env, "env")
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, child{}, nil, err
 	}
 	headers, err := expandAll(s.cfg.Headers, "headers")
 	if err != nil {
-		return nil, 0, nil, err
+		return nil, child{}, nil, err
 	}
 	var tr mcp.Transport
 	var cmd *exec.Cmd
-	if s.stdio() {
+	var c child
+	switch {
+	case s.stdio() && s.cfg.Sandbox != nil:
+		box, err := s.startSandboxed(env)
+		if err != nil {
+			return nil, child{}, nil, fmt.Errorf("cannot start in its sandbox: %v", clip(err.Error(), 1024))
+		}
+		c = child{pid: box.Pid(), box: box}
+		tr = &mcp.IOTransport{Reader: box.Stdout, Writer: box.Stdin}
+	case s.stdio():
 		cmd = s.command(env)
 		tr = &mcp.CommandTransport{Command: cmd, TerminateDuration: s.opts.TerminateWait}
-	} else {
+	default:
 		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: headers}}
 		tr = &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1}
 	}
 	sess, err := s.client.Connect(ctx, tr, nil)
-	pid := 0
 	if cmd != nil && cmd.Process != nil {
-		pid = cmd.Process.Pid
+		c.pid = cmd.Process.Pid
 	}
 	if err != nil {
-		killGroup(pid)
+		c.kill()
 		if cmd != nil && cmd.Process != nil {
 			go cmd.Wait() // reap; WaitDelay bounds it
 		}
 		if ctx.Err() != nil {
-			return nil, 0, nil, fmt.Errorf("no answer within %s", s.opts.StartTimeout)
+			return nil, child{}, nil, fmt.Errorf("no answer within %s", s.opts.StartTimeout)
 		}
-		return nil, 0, nil, fmt.Errorf("cannot connect: %v", clip(err.Error(), 1024))
+		return nil, child{}, nil, fmt.Errorf("cannot connect: %v", clip(err.Error(), 1024))
+	}
+	if c.box != nil {
+		// The session ends when the sandboxed server exits (its stdout
+		// closes); make sure it does not outlive a session closed first.
+		go func() { sess.Wait(); c.box.Stop() }()
 	}
 	var tools []*mcp.Tool
 	var cursor string
 	for {
 		res, err := sess.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			s.stop(sess, pid)
+			s.stop(sess, c)
 			if ctx.Err() != nil {
-				return nil, 0, nil, fmt.Errorf("tools/list: no answer within %s", s.opts.StartTimeout)
+				return nil, child{}, nil, fmt.Errorf("tools/list: no answer within %s", s.opts.StartTimeout)
 			}
-			return nil, 0, nil, fmt.Errorf("tools/list failed: %v", clip(err.Error(), 1024))
+			return nil, child{}, nil, fmt.Errorf("tools/list failed: %v", clip(err.Error(), 1024))
 		}
 		tools = append(tools, res.Tools...)
 		if res.NextCursor == "" || len(tools) > 4*s.opts.MaxTools {
@@ -427,7 +461,42 @@ func (s *server) connect(ctx context.Context) (*mcp.ClientSession, int, []*mcp.T
 		}
 		cursor = res.NextCursor
 	}
-	return sess, pid, tools, nil
+	return sess, c, tools, nil
+}
+
+// manifest is Manifest, narrowed for a sandboxed stdio server: no network
+// capability unless its sandbox grants the network.
+func (s *server) manifest(stdio bool, ann *mcp.ToolAnnotations) armory.Manifest {
+	m := Manifest(stdio, ann)
+	if sb := s.cfg.Sandbox; stdio && sb != nil && !sb.Network {
+		m.Capabilities = slices.DeleteFunc(m.Capabilities, func(c armory.Capability) bool { return c == armory.CapNetwork })
+	}
+	return m
+}
+
+// startSandboxed starts a stdio server confined by the world's sandbox
+// backend: its own state folder <world>/.armory/upstreams/<name>/ is its
+// workspace, HOME and working directory (created 0700, kept across
+// restarts: caches survive), plus the configured writable and read-only
+// paths and network; its environment is the sandbox's allow-list and env.
+func (s *server) startSandboxed(env map[string]string) (*sandbox.Server, error) {
+	state := filepath.Join(s.dir, ".armory", "upstreams", s.cfg.Name)
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, err
+	}
+	argv := slices.Clone(s.cfg.Command)
+	if strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) {
+		argv[0] = filepath.Join(s.dir, argv[0])
+	}
+	sb := s.cfg.Sandbox
+	return sandbox.StartServer(sandbox.Policy{
+		Backend:   sandbox.Backend(s.backend),
+		Workspace: state,
+		Network:   sb.Network,
+		Writable:  sb.Writable,
+		ReadOnly:  sb.ReadOnly,
+		Env:       env,
+	}, argv, s.stderr)
 }
 
 // expandAll expands the ${NAME} references of the values of m from
@@ -482,7 +551,7 @@ func (s *server) command(cfgEnv map[string]string) *exec.Cmd {
 // closed, restarts it with bounded exponential backoff. The backoff level
 // grows with every failed attempt and every session that ended within
 // BackoffMax of its start, and falls back to zero after a longer session.
-func (s *server) supervise(sess *mcp.ClientSession, pid int) {
+func (s *server) supervise(sess *mcp.ClientSession, c child) {
 	defer s.wg.Done()
 	level, upSince := 0, time.Now()
 	for {
@@ -492,14 +561,14 @@ func (s *server) supervise(sess *mcp.ClientSession, pid int) {
 			s.mu.Unlock()
 			return
 		}
-		s.sess, s.pid, s.state = nil, 0, "restarting"
+		s.sess, s.child, s.state = nil, child{}, "restarting"
 		s.lastErr = "the server exited"
 		if waitErr != nil {
 			s.lastErr = "the server exited: " + clip(waitErr.Error(), 512)
 		}
 		s.mu.Unlock()
-		killGroup(pid) // the leader is dead or dying: take its group with it
-		s.stop(sess, 0)
+		c.kill() // the leader is dead or dying: take its group (or sandbox) with it
+		s.stop(sess, child{})
 		if time.Since(upSince) >= s.opts.BackoffMax {
 			level = 0
 		}
@@ -512,7 +581,7 @@ func (s *server) supervise(sess *mcp.ClientSession, pid int) {
 				return
 			case <-time.After(delay):
 			}
-			ns, npid, listed, err := s.connect(context.Background())
+			ns, nc, listed, err := s.connect(context.Background())
 			if err != nil {
 				s.mu.Lock()
 				s.lastErr = "restart failed: " + err.Error()
@@ -529,13 +598,13 @@ func (s *server) supervise(sess *mcp.ClientSession, pid int) {
 			s.mu.Lock()
 			if s.closed {
 				s.mu.Unlock()
-				s.stop(ns, npid)
+				s.stop(ns, nc)
 				return
 			}
-			s.sess, s.pid, s.hashes, s.state, s.lastErr = ns, npid, hashes, "up", ""
+			s.sess, s.child, s.hashes, s.state, s.lastErr = ns, nc, hashes, "up", ""
 			s.restarts++
 			s.mu.Unlock()
-			sess, pid, upSince = ns, npid, time.Now()
+			sess, c, upSince = ns, nc, time.Now()
 			break
 		}
 	}
@@ -573,12 +642,12 @@ func (s *server) broken(sess *mcp.ClientSession, err error) {
 	}
 }
 
-// stop closes sess and kills the process group of pid (when a stdio server).
-func (s *server) stop(sess *mcp.ClientSession, pid int) {
+// stop closes sess and kills c (a stdio server's process).
+func (s *server) stop(sess *mcp.ClientSession, c child) {
 	if sess != nil {
 		sess.Close()
 	}
-	killGroup(pid)
+	c.kill()
 }
 
 // killGroup kills the process group that pid leads. The group still
@@ -596,18 +665,18 @@ func (s *server) close() {
 		return
 	}
 	s.closed = true
-	sess, pid := s.sess, s.pid
-	s.sess, s.pid, s.state = nil, 0, "closed"
+	sess, c := s.sess, s.child
+	s.sess, s.child, s.state = nil, child{}, "closed"
 	close(s.done)
 	s.mu.Unlock()
-	s.stop(sess, pid)
+	s.stop(sess, c)
 	s.wg.Wait()
 }
 
 func (s *server) status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Restarts: s.restarts, PID: s.pid, Error: s.lastErr}
+	st := Status{Name: s.cfg.Name, State: s.state, Restarts: s.restarts, PID: s.child.pid, Error: s.lastErr}
 	if s.stdio() {
 		st.Stderr = s.stderr.String()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
 	"github.com/armory-dev/armory/upstream"
@@ -498,5 +501,114 @@ func TestEnvExpansion(t *testing.T) {
 		if strings.Contains(w.String(), "tok-123") {
 			t.Errorf("a warning reveals the value: %v", w)
 		}
+	}
+}
+
+// TestSandboxedStdioServer: with "sandbox:", a stdio server runs confined:
+// it writes only its state folder (and what the world grants), reaches the
+// network only when granted, and its tools lose the network capability.
+func TestSandboxedStdioServer(t *testing.T) {
+	testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
+	if err := sandbox.Detect().Check(sandbox.BackendBwrap); err != nil {
+		testenv.Missing(t, "a working bwrap", err.Error())
+	}
+	self, _ := os.Executable()
+	shared := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	// A directory outside /tmp (where a bwrap sandbox has a tmpfs of its own).
+	outside, err := os.MkdirTemp("/var/tmp", "armory-upstream-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(outside) })
+	probe := map[string]string{"ARMORY_UPSTREAM_TEST_MODE": "probe"}
+	cfg := "mcp_servers:\n" +
+		selfServer("boxed", probe) + "    sandbox: {read_only: [" + filepath.Dir(self) + "], writable: [" + shared + "]}\n" +
+		selfServer("netted", probe) + "    sandbox: {network: true, read_only: [" + filepath.Dir(self) + "]}\n" +
+		selfServer("free", probe)
+	dir := worldDir(t, cfg, nil)
+	set, _ := start(t, dir, openStore(t, dir), upstream.Options{StartTimeout: 20 * time.Second})
+	if u := set.Unavailable(); len(u) > 0 {
+		t.Fatalf("unavailable: %v", u)
+	}
+	state := filepath.Join(dir, ".armory", "upstreams", "boxed")
+	for _, tc := range []struct {
+		server, tool, args, want string
+	}{
+		{"boxed", "write", `{"path":"` + filepath.Join(state, "cache") + `"}`, "written"},
+		{"boxed", "write", `{"path":"` + filepath.Join(shared, "out") + `"}`, "written"},
+		// (The world is under /tmp here, where the sandbox has its own
+		// tmpfs: its write lands there; the real file is checked below.)
+		{"boxed", "write", `{"path":"` + filepath.Join(dir, "world-config.yaml") + `"}`, ""},
+		{"boxed", "write", `{"path":"` + filepath.Join(outside, "x") + `"}`, "error:"},
+		{"boxed", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "error:"},
+		{"netted", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "connected"},
+		{"free", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "connected"},
+		{"free", "write", `{"path":"` + filepath.Join(outside, "free") + `"}`, "written"},
+	} {
+		r := call(t, tool(t, set, "mcp."+tc.server+"."+tc.tool), tc.args)
+		if !strings.HasPrefix(r.Text, tc.want) {
+			t.Errorf("%s.%s %s = %q, want %q…", tc.server, tc.tool, tc.args, r.Text, tc.want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "world-config.yaml")); err != nil || string(b) == "x" {
+		t.Fatal("the sandboxed server overwrote the world config")
+	}
+	r := call(t, tool(t, set, "mcp.boxed.env"), `{}`)
+	if !strings.Contains(r.Text, "HOME="+state+"\n") {
+		t.Errorf("HOME of a sandboxed server: %q", r.Text)
+	}
+	if slices.Contains(tool(t, set, "mcp.boxed.echo").Manifest().Capabilities, armory.CapNetwork) ||
+		!slices.Contains(tool(t, set, "mcp.netted.echo").Manifest().Capabilities, armory.CapNetwork) {
+		t.Error("network capability does not follow the sandbox")
+	}
+	// A crash restarts it, still sandboxed; Close leaves nothing behind.
+	pid0 := 0
+	for _, s := range set.Status() {
+		if s.Name == "boxed" {
+			pid0 = s.PID
+		}
+	}
+	call(t, tool(t, set, "mcp.boxed.crash"), `{}`)
+	end := time.Now().Add(30 * time.Second)
+	for {
+		r := call(t, tool(t, set, "mcp.boxed.write"), `{"path":"`+filepath.Join(outside, "y")+`"}`)
+		if strings.HasPrefix(r.Text, "error:") {
+			break // restarted and confined again
+		}
+		if r.Text == "written" {
+			t.Fatal("restarted unconfined")
+		}
+		if time.Now().After(end) {
+			t.Fatalf("no restart: %+v", r)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, s := range set.Status() {
+		if s.Name == "boxed" && (s.PID == pid0 || s.Restarts != 1) {
+			t.Errorf("status after restart: %+v (pid before %d)", s, pid0)
+		}
+	}
+	set.Close()
+	for _, s := range set.Status() {
+		if s.PID != 0 {
+			t.Errorf("still running after Close: %+v", s)
+		}
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid0)); err == nil {
+		t.Errorf("first sandbox (pid %d) still alive", pid0)
 	}
 }

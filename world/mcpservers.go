@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"maps"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // MCPServer is one upstream MCP server of world-config.yaml "mcp_servers:".
@@ -20,6 +23,10 @@ type MCPServer struct {
 	Command []string
 	// Env is added to the reduced environment of a stdio server.
 	Env map[string]string
+	// Sandbox, when not nil, runs the stdio server confined (the world's
+	// sandbox backend), with its own state folder as its only writable
+	// place besides Sandbox.Writable.
+	Sandbox *MCPSandbox
 
 	// URL is the endpoint of a streamable HTTP server (http or https).
 	URL string
@@ -34,7 +41,70 @@ const (
 	maxMCPValueBytes = 8 << 10
 )
 
-var mcpServerKeys = []string{"command", "env", "url", "headers"}
+var mcpServerKeys = []string{"command", "env", "sandbox", "url", "headers"}
+
+// MCPSandbox confines a stdio upstream server ("sandbox:" of a command
+// server: true, or a mapping of these keys).
+type MCPSandbox struct {
+	// Network lets the server reach the network (npx fetching a package, a
+	// server calling an API); without it the server has none.
+	Network bool
+	// Writable and ReadOnly are absolute paths the server may write, or only
+	// read, beyond what it can read anyway (the whole file system but
+	// /tmp, /run and other servers' state).
+	Writable, ReadOnly []string
+}
+
+var mcpSandboxKeys = []string{"network", "writable", "read_only"}
+
+// mcpSandbox reads "sandbox:": true (confined, no network), false (not
+// confined), or a mapping with network, writable and read_only.
+func (r nodeReader) mcpSandbox(n *yamlNode, what string, bad *bool) *MCPSandbox {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		on, ok := r.boolean(n, what)
+		if !ok {
+			*bad = true
+			return nil
+		}
+		if on {
+			return &MCPSandbox{}
+		}
+		return nil
+	}
+	fields, ok := r.mapping(n, what)
+	if !ok {
+		*bad = true
+		return nil
+	}
+	sb := &MCPSandbox{}
+	for _, f := range fields {
+		switch f.key {
+		case "network":
+			v, ok := r.boolean(f.v, what+".network")
+			*bad = *bad || !ok
+			sb.Network = v
+		case "writable", "read_only":
+			items, ok := r.strList(f.v, what+"."+f.key)
+			*bad = *bad || !ok
+			for _, it := range items {
+				if !filepath.IsAbs(it.Value) || filepath.Clean(it.Value) == "/" {
+					r.ds.Errorf(r.file, it.Line, "%s.%s: %q must be an absolute path other than /", what, f.key, it.Value)
+					*bad = true
+					continue
+				}
+				if f.key == "writable" {
+					sb.Writable = append(sb.Writable, filepath.Clean(it.Value))
+				} else {
+					sb.ReadOnly = append(sb.ReadOnly, filepath.Clean(it.Value))
+				}
+			}
+		default:
+			r.unknownKey(f, what, mcpSandboxKeys)
+			*bad = true
+		}
+	}
+	return sb
+}
 
 // parseMCPServers reads "mcp_servers:", a mapping of server name to
 // {command: [argv...], env: {K: V}} or {url: ..., headers: {K: V}}.
@@ -88,6 +158,8 @@ func (w *World) parseMCPServers(r nodeReader, n *yamlNode) {
 					return nil
 				}, &bad)
 				r.checkExpand(s.Env, f.v.Line, what+".env", &bad)
+			case "sandbox":
+				s.Sandbox = r.mcpSandbox(f.v, what+".sandbox", &bad)
 			case "url":
 				v, ok := r.str(f.v, what+".url")
 				if !ok {
@@ -132,6 +204,9 @@ func (w *World) parseMCPServers(r nodeReader, n *yamlNode) {
 			bad = true
 		case s.URL != "" && s.Env != nil:
 			r.ds.Errorf(r.file, p.k.Line, "%s: env applies to command servers only", what)
+			bad = true
+		case s.URL != "" && s.Sandbox != nil:
+			r.ds.Errorf(r.file, p.k.Line, "%s: sandbox applies to command servers only (an HTTP server runs elsewhere)", what)
 			bad = true
 		}
 		if !bad {

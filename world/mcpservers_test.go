@@ -3,6 +3,7 @@ package world
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,6 +50,38 @@ func TestMCPServersGood(t *testing.T) {
 	}
 }
 
+func TestMCPServersSandbox(t *testing.T) {
+	w, err := loadMCP(t, `mcp_servers:
+  plain:
+    command: [x]
+  on:
+    command: [x]
+    sandbox: true
+  off:
+    command: [x]
+    sandbox: false
+  opts:
+    command: [x]
+    sandbox:
+      network: true
+      writable: [/srv/shared/]
+      read_only: [/etc/ssl]
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.MCPServer("plain").Sandbox != nil || w.MCPServer("off").Sandbox != nil {
+		t.Error("sandbox without asking")
+	}
+	if sb := w.MCPServer("on").Sandbox; sb == nil || sb.Network || sb.Writable != nil {
+		t.Errorf("sandbox: true -> %+v", sb)
+	}
+	sb := w.MCPServer("opts").Sandbox
+	if sb == nil || !sb.Network || !slices.Equal(sb.Writable, []string{"/srv/shared"}) || !slices.Equal(sb.ReadOnly, []string{"/etc/ssl"}) {
+		t.Errorf("sandbox mapping -> %+v", sb)
+	}
+}
+
 func TestMCPServersErrors(t *testing.T) {
 	long := strings.Repeat("x", maxMCPValueBytes+1)
 	for _, tc := range []struct {
@@ -73,6 +106,11 @@ func TestMCPServersErrors(t *testing.T) {
 		{"env on url", "mcp_servers:\n  r:\n    url: https://h/mcp\n    env: {A: b}\n", "world-config.yaml:5: mcp_servers.r: env applies to command servers only"},
 		{"long arg", "mcp_servers:\n  fs:\n    command: [x, " + long + "]\n", "world-config.yaml:6: mcp_servers.fs.command: value is"},
 		{"duplicate", "mcp_servers:\n  fs:\n    command: [x]\n  fs:\n    command: [y]\n", `world-config.yaml:7: mcp_servers: key "fs" repeated`},
+		{"sandbox on url", "mcp_servers:\n  r:\n    url: https://h/mcp\n    sandbox: true\n", "world-config.yaml:5: mcp_servers.r: sandbox applies to command servers only"},
+		{"sandbox relative path", "mcp_servers:\n  fs:\n    command: [x]\n    sandbox: {writable: [data]}\n", `world-config.yaml:7: mcp_servers.fs.sandbox.writable: "data" must be an absolute path`},
+		{"sandbox root", "mcp_servers:\n  fs:\n    command: [x]\n    sandbox: {read_only: [/]}\n", `mcp_servers.fs.sandbox.read_only: "/" must be an absolute path other than /`},
+		{"sandbox unknown key", "mcp_servers:\n  fs:\n    command: [x]\n    sandbox: {net: true}\n", `world-config.yaml:7: mcp_servers.fs.sandbox: unknown key "net"`},
+		{"sandbox not bool", "mcp_servers:\n  fs:\n    command: [x]\n    sandbox: {network: yes please}\n", "mcp_servers.fs.sandbox.network must be"},
 		{"unclosed ${", "mcp_servers:\n  fs:\n    command: [x]\n    env: {T: \"${TOKEN\"}\n", "world-config.yaml:7: mcp_servers.fs.env.T: unclosed ${"},
 		{"bad ${name}", "mcp_servers:\n  r:\n    url: https://h/mcp\n    headers: {Authorization: \"Bearer ${1X}\"}\n", "world-config.yaml:7: mcp_servers.r.headers.Authorization: ${1X}: not a variable name"},
 	} {
