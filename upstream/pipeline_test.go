@@ -17,6 +17,7 @@ import (
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/upstream"
 )
@@ -256,4 +257,45 @@ func TestRealUpstreamsThroughThePipeline(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestRealUpstreamsSandboxed runs the npm servers confined
+// (mcp_servers.NAME.sandbox): node starts and serves under the sandbox, the
+// filesystem server writes the folder it was granted, and its write lands on
+// the host.
+func TestRealUpstreamsSandboxed(t *testing.T) {
+	node, up := upstreams(t)
+	testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
+	if err := sandbox.Detect().Check(sandbox.BackendBwrap); err != nil {
+		testenv.Missing(t, "a working bwrap", err.Error())
+	}
+	files := t.TempDir()
+	nm := filepath.Join(up, "node_modules", "@modelcontextprotocol")
+	dir := worldDir(t, "mcp_servers:\n"+
+		"  fs:\n    command: ["+node+", "+filepath.Join(nm, "server-filesystem", "dist", "index.js")+", "+files+"]\n"+
+		"    sandbox: {writable: ["+files+"]}\n"+
+		"  everything:\n    command: ["+node+", "+filepath.Join(nm, "server-everything", "dist", "index.js")+", stdio]\n"+
+		"    sandbox: true\n",
+		map[string]string{"archetype/alice/config.md": "## Tool Access\n\n## Permissions\nprofile: trusted\nmcp.fs.write_file: auto\n"})
+	st := openStore(t, dir)
+	set, h := start(t, dir, st, upstream.Options{StartTimeout: time.Minute})
+	if len(set.Unavailable()) != 0 {
+		t.Fatalf("unavailable: %v; status %+v", set.Unavailable(), set.Status())
+	}
+	p, err := guard.New(h, guard.Options{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	o := p.Execute(ctx, guard.Call{Agent: "alice", Tool: "mcp.fs.write_file", Args: json.RawMessage(`{"path":"` + filepath.Join(files, "new.txt") + `","content":"from the sandbox\n"}`)})
+	if o.Status != audit.StatusSuccess {
+		t.Fatalf("write_file: %+v", o)
+	}
+	if b, err := os.ReadFile(filepath.Join(files, "new.txt")); err != nil || string(b) != "from the sandbox\n" {
+		t.Fatalf("the granted folder on the host: %q %v", b, err)
+	}
+	o = p.Execute(ctx, guard.Call{Agent: "alice", Tool: "mcp.everything.echo", Args: json.RawMessage(`{"message":"boxed"}`)})
+	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, "boxed") {
+		t.Fatalf("everything.echo: %+v", o)
+	}
 }
