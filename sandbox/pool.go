@@ -47,9 +47,12 @@ const warmupBound = 10 * time.Second
 // trampoline is the command of a warm sandbox.
 var trampoline = []string{"/bin/sh", "-c", ". /dev/fd/5"}
 
+// warmRuns and coldRuns count the runs of every pool since the process
+// started (PoolStats; counters for metrics never go back).
+var warmRuns, coldRuns atomic.Int64
+
 type pool struct {
-	hits, misses atomic.Int64
-	opts         PoolOptions
+	opts    PoolOptions
 	mu           sync.Mutex
 	closed       bool
 	ready        map[string][]*warm
@@ -100,29 +103,27 @@ func EnablePool(o PoolOptions) {
 	}
 }
 
-// PoolStats counts the bwrap runs of the current pool.
+// PoolStats counts the bwrap runs the warm pool saw.
 type PoolStats struct {
 	// Warm counts the runs served by a warm sandbox, Cold those that found
-	// none ready and set theirs up themselves.
+	// none ready and set theirs up themselves, since the process started
+	// (runs while the pool was off are in neither).
 	Warm, Cold int64
-	// Ready is the number of sandboxes ready now.
+	// Ready is the number of sandboxes of the current pool ready now.
 	Ready int
 }
 
-// CurrentPoolStats returns the counts of the current pool (zero when the
-// pool is off).
+// CurrentPoolStats returns the counts (Ready is 0 when the pool is off).
 func CurrentPoolStats() PoolStats {
-	pl := activePool()
-	if pl == nil {
-		return PoolStats{}
+	st := PoolStats{Warm: warmRuns.Load(), Cold: coldRuns.Load()}
+	if pl := activePool(); pl != nil {
+		pl.mu.Lock()
+		for _, ws := range pl.ready {
+			st.Ready += len(ws)
+		}
+		pl.mu.Unlock()
 	}
-	pl.mu.Lock()
-	n := 0
-	for _, ws := range pl.ready {
-		n += len(ws)
-	}
-	pl.mu.Unlock()
-	return PoolStats{Warm: pl.hits.Load(), Cold: pl.misses.Load(), Ready: n}
+	return st
 }
 
 // ClosePool turns the warm pool off and tears down every warm sandbox; it
@@ -180,7 +181,7 @@ func (pl *pool) take(key string, r *resolved) *warm {
 		ws := pl.ready[key]
 		if len(ws) == 0 {
 			pl.mu.Unlock()
-			pl.misses.Add(1)
+			coldRuns.Add(1)
 			return nil
 		}
 		w := ws[len(ws)-1]
@@ -200,7 +201,7 @@ func (pl *pool) take(key string, r *resolved) *warm {
 		default:
 		}
 		if alive && sameIDs(w.ids, idsOf(r)) {
-			pl.hits.Add(1)
+			warmRuns.Add(1)
 			return w
 		}
 		go w.discard()

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -50,7 +51,16 @@ func newMetrics(st store.Store) *metrics {
 		}
 		return float64(n)
 	})
-	m.reg.MustRegister(m.calls, m.latency, m.limits, pending,
+	sandboxRuns := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "armory_sandbox_warm_runs_total", Help: "bwrap runs served by a sandbox set up ahead of the call (the warm pool; 0 when it is off).",
+	}, func() float64 { return float64(sandbox.CurrentPoolStats().Warm) })
+	sandboxCold := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "armory_sandbox_cold_runs_total", Help: "bwrap runs that found no warm sandbox ready and set up their own (warm pool on).",
+	}, func() float64 { return float64(sandbox.CurrentPoolStats().Cold) })
+	sandboxReady := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "armory_sandbox_warm_ready", Help: "Warm sandboxes set up and waiting for a call.",
+	}, func() float64 { return float64(sandbox.CurrentPoolStats().Ready) })
+	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m

@@ -702,6 +702,9 @@ func TestREST(t *testing.T) {
 		`armory_call_duration_seconds_count{tool="workspace.write"}`,
 		"armory_pending_approvals 0",
 		"armory_limits_reached_total 0",
+		"armory_sandbox_warm_ready 0", // the pool is off in this server
+		"armory_sandbox_warm_runs_total",
+		"armory_sandbox_cold_runs_total",
 	} {
 		if status != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
