@@ -34,7 +34,8 @@ type PoolOptions struct {
 	// PerPolicy is how many warm sandboxes are kept ready for each distinct
 	// policy (default 2).
 	PerPolicy int
-	// Max bounds the warm sandboxes in all, ready or being warmed (default 8).
+	// Max bounds the warm sandboxes in all, ready or being warmed (default 16:
+	// eight agents with a sandbox policy each, two each).
 	Max int
 	// Idle is how long a ready sandbox waits for a call before it is torn
 	// down (default 60 s).
@@ -53,12 +54,12 @@ var warmRuns, coldRuns atomic.Int64
 
 type pool struct {
 	opts    PoolOptions
-	mu           sync.Mutex
-	closed       bool
-	ready        map[string][]*warm
-	warming      map[string]int
-	count        int // ready + warming
-	wg           sync.WaitGroup
+	mu      sync.Mutex
+	closed  bool
+	ready   map[string][]*warm
+	warming map[string]int
+	count   int // ready + warming
+	wg      sync.WaitGroup
 }
 
 // warm is one ready sandbox.
@@ -92,7 +93,7 @@ func EnablePool(o PoolOptions) {
 		o.PerPolicy = 2
 	}
 	if o.Max <= 0 {
-		o.Max = 8
+		o.Max = 16
 	}
 	if o.Idle <= 0 {
 		o.Idle = 60 * time.Second
