@@ -3,6 +3,7 @@ package world
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -154,6 +155,8 @@ func FuzzParseMCPServers(f *testing.F) {
 	f.Add([]byte("mcp_servers:\n  fs:\n    command: [node, x]\n    env: {A: b}\n"))
 	f.Add([]byte("mcp_servers:\n  r:\n    url: https://h/mcp\n    headers: {A: b}\n"))
 	f.Add([]byte("mcp_servers: {a: {command: x, url: y}, b: null}\n"))
+	f.Add([]byte("mcp_servers:\n  fs:\n    command: [x]\n    sandbox: {network: true, writable: [/srv], read_only: [/etc]}\n"))
+	f.Add([]byte("mcp_servers:\n  fs:\n    command: [x]\n    sandbox: true\n    env: {T: \"${X}\"}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var ds Diagnostics
 		w := &World{}
@@ -171,6 +174,23 @@ func FuzzParseMCPServers(f *testing.F) {
 		for _, s := range w.MCPServers {
 			if !nameRE.MatchString(s.Name) || (len(s.Command) > 0) == (s.URL != "") {
 				t.Fatalf("bad server kept: %+v", s)
+			}
+			if s.Sandbox != nil {
+				if s.URL != "" {
+					t.Fatalf("sandbox kept on a url server: %+v", s)
+				}
+				for _, p := range append(append([]string{}, s.Sandbox.Writable...), s.Sandbox.ReadOnly...) {
+					if !filepath.IsAbs(p) || p == "/" {
+						t.Fatalf("sandbox path %q kept", p)
+					}
+				}
+			}
+			for _, m := range []map[string]string{s.Env, s.Headers} {
+				for _, v := range m {
+					if _, err := ExpandEnv(v, nil); err != nil {
+						t.Fatalf("malformed ${} kept: %q", v)
+					}
+				}
 			}
 		}
 	})
