@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,15 +134,17 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 }
 
 // startBenchBare serves a bare go-sdk MCP server with the same no-op tool
-// (named noop) on 127.0.0.1:0 and returns its endpoint.
-func startBenchBare(b testing.TB) string {
+// (named noop) on 127.0.0.1:0 and returns its endpoint: stateful (sessions,
+// up to 2025-11-25), or, with stateless, the sessionless 2026-07-28.
+func startBenchBare(b testing.TB, stateless ...bool) string {
 	b.Helper()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "noop", Description: "does nothing", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
 		})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: len(stateless) > 0 && stateless[0]})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -155,27 +158,47 @@ func startBenchBare(b testing.TB) string {
 // connectBench opens one MCP client session (go-sdk client, streamable
 // HTTP, its own connection pool so sessions do not share connections).
 func connectBench(ctx context.Context, endpoint, token string) (*mcp.ClientSession, error) {
+	return connectBenchProtocol(ctx, endpoint, token, legacyProtocol)
+}
+
+// The protocol revisions the benchmarks compare: the last with sessions
+// (initialize, Mcp-Session-Id), and the sessionless one.
+const (
+	legacyProtocol      = "2025-11-25"
+	sessionlessProtocol = "2026-07-28"
+)
+
+// connectBenchProtocol opens a session speaking protocol (the go-sdk client
+// would otherwise pick the newest the server offers, so that Armory and a
+// default, stateful bare server would speak different revisions).
+func connectBenchProtocol(ctx context.Context, endpoint, token, protocol string) (*mcp.ClientSession, error) {
 	c := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
 	tr := &http.Transport{MaxIdleConnsPerHost: 4}
 	var rt http.RoundTripper = tr
-	if token != "" {
-		rt = benchBearer{token: token, next: tr}
+	endpoint, session, _ := strings.Cut(endpoint, "#")
+	if token != "" || session != "" {
+		rt = benchBearer{token: token, session: session, next: tr}
 	}
 	return c.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   endpoint,
 		HTTPClient: &http.Client{Transport: rt},
 		MaxRetries: -1,
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: protocol})
 }
 
 type benchBearer struct {
-	token string
-	next  http.RoundTripper
+	token, session string
+	next           http.RoundTripper
 }
 
 func (b benchBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	if b.session != "" {
+		r.Header.Set(server.SessionHeader, b.session)
+	}
 	return b.next.RoundTrip(r)
 }
 
@@ -183,17 +206,36 @@ func (b benchBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // of each session's pipeline session ("bench:<MCP session id>") so that no
 // benchmark run hits them.
 func openSessions(b testing.TB, n int, endpoint, token string, st store.Store) []*mcp.ClientSession {
+	return openSessionsProtocol(b, n, endpoint, token, st, legacyProtocol)
+}
+
+// benchClientSeq numbers the sessionless clients' X-Armory-Session names.
+var benchClientSeq atomic.Int64
+
+// openSessionsProtocol is openSessions speaking protocol. A sessionless
+// client has no MCP session: it names its caps session with the
+// X-Armory-Session header, as a real one would.
+func openSessionsProtocol(b testing.TB, n int, endpoint, token string, st store.Store, protocol string) []*mcp.ClientSession {
 	b.Helper()
 	ctx := context.Background()
 	var out []*mcp.ClientSession
 	for range n {
-		cs, err := connectBench(ctx, endpoint, token)
+		name := ""
+		ep := endpoint
+		if protocol == sessionlessProtocol {
+			name = fmt.Sprintf("c%d", benchClientSeq.Add(1))
+			ep += "#" + name // carried to the transport below
+		}
+		cs, err := connectBenchProtocol(ctx, ep, token, protocol)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { cs.Close() })
 		if st != nil {
-			sess := server.ScopeSession("bench", cs.ID())
+			if name == "" {
+				name = cs.ID()
+			}
+			sess := server.ScopeSession("bench", name)
 			for _, c := range []string{"tool_invocations", "stream_events", store.LimitSessionRuntime} {
 				if err := st.SetLimitOverride(ctx, sess, c, 1<<40); err != nil {
 					b.Fatal(err)
@@ -259,35 +301,42 @@ func runBatch(b *testing.B, sessions []*mcp.ClientSession, tool string, calls in
 }
 
 // BenchmarkMCPNoopCall: no-op tools/call over streamable HTTP, Armory vs a
-// bare go-sdk server, 1 and 16 concurrent clients (each its own session).
-// Each side makes b.N calls, in alternating batches (armory, bare, armory,
-// …); the target is armory/bare ≥ 0.9.
+// bare go-sdk server, 1 and 16 concurrent clients (each its own session),
+// per protocol revision: 2025-11-25 (sessions; the bare server stateful)
+// and the sessionless 2026-07-28 (the bare server stateless; each Armory
+// client names its caps session with X-Armory-Session). Each side makes
+// b.N calls, in alternating batches (armory, bare, armory, …); the target
+// is armory/bare ≥ 0.9.
 func BenchmarkMCPNoopCall(b *testing.B) {
-	a := startBenchArmory(b, armoryConfig{})
-	bare := startBenchBare(b)
-	for _, clients := range []int{1, 16} {
-		as := openSessions(b, clients, a.url, a.token, a.st)
-		bs := openSessions(b, clients, bare, "", nil)
-		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			// Warm both sides (connections, JIT-free but caches and pools).
-			runBatch(b, as, armoryNoop, int64(2*clients))
-			runBatch(b, bs, bareNoop, int64(2*clients))
-			const rounds = 10
-			per := max(int64(b.N)/rounds, 1)
-			var ta, tb time.Duration
-			b.ResetTimer()
-			for done := int64(0); done < int64(b.N); done += per {
-				n := min(per, int64(b.N)-done)
-				ta += runBatch(b, as, armoryNoop, n)
-				tb += runBatch(b, bs, bareNoop, n)
+	for _, protocol := range []string{legacyProtocol, sessionlessProtocol} {
+		b.Run("protocol="+protocol, func(b *testing.B) {
+			a := startBenchArmory(b, armoryConfig{})
+			bare := startBenchBare(b, protocol == sessionlessProtocol)
+			for _, clients := range []int{1, 16} {
+				as := openSessionsProtocol(b, clients, a.url, a.token, a.st, protocol)
+				bs := openSessionsProtocol(b, clients, bare, "", nil, protocol)
+				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+					// Warm both sides (connections, caches and pools).
+					runBatch(b, as, armoryNoop, int64(2*clients))
+					runBatch(b, bs, bareNoop, int64(2*clients))
+					const rounds = 10
+					per := max(int64(b.N)/rounds, 1)
+					var ta, tb time.Duration
+					b.ResetTimer()
+					for done := int64(0); done < int64(b.N); done += per {
+						n := min(per, int64(b.N)-done)
+						ta += runBatch(b, as, armoryNoop, n)
+						tb += runBatch(b, bs, bareNoop, n)
+					}
+					b.StopTimer()
+					ra := float64(b.N) / ta.Seconds()
+					rb := float64(b.N) / tb.Seconds()
+					b.ReportMetric(ra, "armory_calls/s")
+					b.ReportMetric(rb, "bare_calls/s")
+					b.ReportMetric(ra/rb, "ratio")
+					b.ReportMetric(0, "ns/op")
+				})
 			}
-			b.StopTimer()
-			ra := float64(b.N) / ta.Seconds()
-			rb := float64(b.N) / tb.Seconds()
-			b.ReportMetric(ra, "armory_calls/s")
-			b.ReportMetric(rb, "bare_calls/s")
-			b.ReportMetric(ra/rb, "ratio")
-			b.ReportMetric(0, "ns/op")
 		})
 	}
 }

@@ -26,6 +26,7 @@ const (
 	MetaResume        = "armory.dev/resume"        // resume the call approval <id> was created for
 	MetaTask          = "armory.dev/task"          // task id, recorded in the audit trail
 	MetaJustification = "armory.dev/justification" // lets a call past loop detection
+	MetaSession       = "armory.dev/session"       // the caps session of a sessionless call (as X-Armory-Session)
 	MetaOutcome       = "armory.dev/outcome"       // in results: call id, status, approval id
 )
 
@@ -41,19 +42,48 @@ func (s *Server) buildMCP() error {
 		}
 		s.mcpServers[ag.ID] = srv
 	}
-	s.mcpHTTP = mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
-		return s.mcpServers[r.PathValue("id")]
-	}, &mcp.StreamableHTTPOptions{
-		Logger:              s.opts.Logger,
-		MaxRequestBodyBytes: s.opts.MaxBodyBytes,
-		SessionTimeout:      s.opts.MCPSessionTimeout,
-		// The server checks Host and Origin on every route (guardHTTP),
-		// including the names --allow-host adds, which the SDK's own
-		// loopback check would refuse.
-		DisableLocalhostProtection:   true,
-		PropagateRequestCancellation: true,
+	agentServer := func(r *http.Request) *mcp.Server { return s.mcpServers[r.PathValue("id")] }
+	opts := func(stateless bool) *mcp.StreamableHTTPOptions {
+		return &mcp.StreamableHTTPOptions{
+			Logger:              s.opts.Logger,
+			MaxRequestBodyBytes: s.opts.MaxBodyBytes,
+			SessionTimeout:      s.opts.MCPSessionTimeout,
+			Stateless:           stateless,
+			// The server checks Host and Origin on every route (guardHTTP),
+			// including the names --allow-host adds, which the SDK's own
+			// loopback check would refuse.
+			DisableLocalhostProtection:   true,
+			PropagateRequestCancellation: true,
+		}
+	}
+	stateful := mcp.NewStreamableHTTPHandler(agentServer, opts(false))
+	sessionless := mcp.NewStreamableHTTPHandler(agentServer, opts(true))
+	s.mcpHTTP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sessionlessRequest(r) {
+			sessionless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
 	})
 	return nil
+}
+
+// sessionlessProtocol is the first MCP revision without sessions
+// (initialize): its requests carry their version in every request.
+const sessionlessProtocol = "2026-07-28"
+
+// sessionlessRequest reports whether r speaks a sessionless revision (the
+// Mcp-Protocol-Version header, required with it, names 2026-07-28 or
+// later). The go-sdk serves those revisions only from a stateless handler
+// and the older ones (initialize, Mcp-Session-Id, the standalone GET
+// stream) only from a stateful one, so each agent's endpoint has both and
+// routes by version; both serve the same per-agent server and run every
+// call through the same pipeline. A request with a malformed or missing
+// header goes to the stateful handler, which answers older clients and
+// rejects a newer request that lacks the header, as the spec asks.
+func sessionlessRequest(r *http.Request) bool {
+	v := r.Header.Get("Mcp-Protocol-Version")
+	return r.Method == http.MethodPost && len(v) == len(sessionlessProtocol) && v >= sessionlessProtocol
 }
 
 func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
@@ -61,7 +91,11 @@ func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
 		&mcp.ServerOptions{
 			Instructions: s.instructions(ag),
 			Logger:       s.opts.Logger,
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			// Prompts and resources are declared because the SDK answers
+			// their list methods (with empty lists): a server must declare
+			// what it handles (SEP-2575 checks it in server/discover).
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
+				Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		})
 	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
 		if err := s.addMCPTool(srv, ag.ID, t); err != nil {
@@ -164,6 +198,9 @@ func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler
 		}
 		if name == "" && req.Extra != nil && req.Extra.Header != nil {
 			name = req.Extra.Header.Get(SessionHeader)
+		}
+		if m := req.Params.Meta; name == "" && m != nil {
+			name, _ = m[MetaSession].(string)
 		}
 		c := guard.Call{
 			Agent:   agent,

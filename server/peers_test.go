@@ -36,9 +36,9 @@ import (
 )
 
 // conformanceSpecVersions are the spec versions the test runs the suite
-// for: every server version the pinned suite (0.1.16) knows and the go-sdk
-// speaks. The suite does not know 2026-07-28 ("Unknown spec version").
-var conformanceSpecVersions = []string{"2025-06-18", "2025-11-25"}
+// for: every server version the pinned suite (0.2.0-alpha.12, the first
+// release that knows 2026-07-28) knows and the go-sdk speaks.
+var conformanceSpecVersions = []string{"2025-06-18", "2025-11-25", "2026-07-28"}
 
 // conformanceScenarios classifies every server scenario of the pinned
 // suite: "" for a scenario that applies to Armory (it must pass), else the
@@ -57,6 +57,28 @@ var conformanceScenarios = map[string]string{
 	"logging-set-level":           "", // accepted; Armory sends no log messages
 	"resources-list":              "", // an empty list
 	"prompts-list":                "", // an empty list
+	"server-session-lifecycle":    "",
+	// 2026-07-28 (sessionless: served by the stateless handler).
+	"server-stateless":                          "", // but for the untestable checks in conformanceUntestable
+	"http-header-validation":                    "",
+	"http-custom-header-server-validation":      "", // fixture test_custom_header
+	"caching":                                   "",
+	"sep-2164-resource-not-found":               "",
+	"input-required-result-unsupported-methods": "",
+	"input-required-result-validate-input":      "",
+
+	"input-required-result-basic-elicitation":       inputRequired,
+	"input-required-result-basic-list-roots":        inputRequired,
+	"input-required-result-basic-sampling":          inputRequired,
+	"input-required-result-capability-check":        inputRequired,
+	"input-required-result-ignore-extra-params":     inputRequired,
+	"input-required-result-missing-input-response":  inputRequired,
+	"input-required-result-multi-round":             inputRequired,
+	"input-required-result-multiple-input-requests": inputRequired,
+	"input-required-result-non-tool-request":        inputRequired,
+	"input-required-result-request-state":           inputRequired,
+	"input-required-result-result-type":             inputRequired,
+	"input-required-result-tampered-state":          inputRequired,
 
 	"tools-call-with-logging": "no logging capability: tools report progress, the audit trail records the rest",
 	"completion-complete":     "no prompts or resource templates to complete",
@@ -85,6 +107,22 @@ var conformanceScenarios = map[string]string{
 	"prompts-get-with-args":         "Armory serves tools only (no prompts)",
 	"prompts-get-embedded-resource": "Armory serves tools only (no prompts)",
 	"prompts-get-with-image":        "Armory serves tools only (no prompts)",
+}
+
+// inputRequired is why the SEP-2322 scenarios do not apply: they call
+// tools that ask the client for input (elicitation, sampling, roots).
+const inputRequired = "tools never ask the client for input (InputRequiredResult); approvals are decided in Armory"
+
+// conformanceUntestable lists the checks of applicable scenarios that the
+// suite itself reports as untestable here (details.untestable: it needs a
+// diagnostic tool for a feature Armory does not have), with the reason. A
+// listed check that fails without the suite's untestable mark, or passes,
+// fails the test: the list cannot hide a real failure or go stale.
+var conformanceUntestable = map[string]string{
+	"sep-2575-server-rejects-undeclared-capability":          "its diagnostic tool needs a client capability (sampling/elicitation) Armory's tools never use",
+	"sep-2575-missing-capability-http-400":                   "same diagnostic tool as sep-2575-server-rejects-undeclared-capability",
+	"sep-2575-http-server-no-independent-requests-on-stream": "its diagnostic tool elicits input mid-call; Armory's tools never ask the client",
+	"sep-2575-server-no-log-without-loglevel":                "its diagnostic tool sends log messages; Armory sends none",
 }
 
 // fixture is a tool the conformance suite calls by name. It runs through
@@ -123,14 +161,56 @@ func conformanceTools() []armory.Tool {
 				}
 				return armory.OK("progress reported")
 			}},
+		// The suite's focal 2020-12 schema (SEP-1613, SEP-2106): $schema,
+		// $defs with an $anchor, composition, conditionals; it must reach
+		// the client unchanged.
 		&fixture{armory.Spec{Name: "json_schema_2020_12_tool", Description: "Tool with JSON Schema 2020-12 features", InputSchema: json.RawMessage(`{
 			"$schema": "https://json-schema.org/draft/2020-12/schema",
 			"type": "object",
-			"$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
-			"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+			"$defs": {"address": {"$anchor": "addressDef", "type": "object", "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+			"properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"},
+				"contactMethod": {"type": "string", "enum": ["phone", "email"]}, "phone": {"type": "string"}, "email": {"type": "string"}},
+			"allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+			"if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+			"then": {"required": ["phone"]},
+			"else": {"required": ["email"]},
 			"additionalProperties": false}`)},
 			func(inv armory.Invocation) armory.Result { return armory.OK(string(inv.Args)) }},
+		// SEP-2243: a parameter mirrored in an HTTP header (Mcp-Param-Region),
+		// which the go-sdk checks against the body.
+		&fixture{armory.Spec{Name: "test_custom_header", Description: "Echo a region sent in the body and mirrored in the Mcp-Param-Region header", InputSchema: json.RawMessage(`{
+			"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]}`)},
+			func(inv armory.Invocation) armory.Result { return armory.OK(string(inv.Args)) }},
 	}
+}
+
+// triggerToolChange is the suite's hook for changing the tool list
+// (SEP-2575, notifications/tools/list_changed on subscriptions/listen): it
+// registers a tool in the calling agent's registry, or removes it again —
+// what a skill does at run time.
+type triggerToolChange struct{ h *host.Host }
+
+func (t *triggerToolChange) Spec() armory.Spec {
+	return armory.Spec{Name: "test_trigger_tool_change", Description: "Add or remove a tool of this agent", InputSchema: json.RawMessage(noArgs)}
+}
+func (t *triggerToolChange) Manifest() armory.Manifest { return (&fixture{}).Manifest() }
+func (t *triggerToolChange) Execute(_ context.Context, inv armory.Invocation) armory.Result {
+	ag, err := t.h.Agent(inv.Agent.ID)
+	if err != nil {
+		return armory.Failf(armory.KindNotFound, "%v", err)
+	}
+	dyn := &fixture{armory.Spec{Name: "test_dynamic_tool", Description: "Registered at run time", InputSchema: json.RawMessage(noArgs)},
+		func(armory.Invocation) armory.Result { return armory.OK("dynamic") }}
+	if ag.Registry.Has("test_dynamic_tool") {
+		if err := ag.Registry.Unregister("test_dynamic_tool"); err != nil {
+			return armory.Failf(armory.KindInternal, "%v", err)
+		}
+		return armory.OK("removed test_dynamic_tool")
+	}
+	if err := ag.Registry.Register(dyn); err != nil {
+		return armory.Failf(armory.KindInternal, "%v", err)
+	}
+	return armory.OK("added test_dynamic_tool")
 }
 
 // peers locates the installed peers, or skips (fails in CI) without them.
@@ -205,11 +285,13 @@ func startPeerWorld(t *testing.T) *peerWorld {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "testdata", "conformance-world"))); err != nil {
 		t.Fatal(err)
 	}
-	tools := append([]armory.Tool{&builtin.Read{}, &builtin.List{}, &builtin.Search{}}, conformanceTools()...)
+	trigger := &triggerToolChange{}
+	tools := append([]armory.Tool{&builtin.Read{}, &builtin.List{}, &builtin.Search{}, trigger}, conformanceTools()...)
 	h, err := host.Open(dir, host.Options{Builtins: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
+	trigger.h = h
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +331,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 // bearerProxy is a loopback reverse proxy that adds "Authorization: Bearer
 // token" to every request and forwards everything else unchanged (the Host
 // and Origin headers included, so the server's own checks still see what
-// the client sent). The conformance suite (0.1.16) has no option to send a
+// the client sent). The conformance suite has no option to send a
 // header; the server's authentication is not relaxed for it.
 func bearerProxy(t *testing.T, target, token string) string {
 	t.Helper()
@@ -335,6 +417,9 @@ func TestConformanceSuite(t *testing.T) {
 	for _, v := range conformanceSpecVersions {
 		t.Run(v, func(t *testing.T) {
 			outDir := t.TempDir()
+			if keep := os.Getenv("ARMORY_CONFORMANCE_OUT"); keep != "" {
+				outDir = filepath.Join(keep, v) // kept for reading the suite's own details
+			}
 			out, err := p.run(t, 5*time.Minute, p.conformance, "server", "--url", endpoint, "--spec-version", v, "--suite", "all", "-o", outDir)
 			if i := strings.Index(out, "=== SUMMARY ==="); i >= 0 {
 				out = out[i:] // the per-scenario lines only name result folders
@@ -354,7 +439,20 @@ func TestConformanceSuite(t *testing.T) {
 				ran[s] = true
 				var failed []string
 				warned, succeeded := 0, 0
+				reason := conformanceScenarios[s]
 				for _, c := range results[s] {
+					if why, ok := conformanceUntestable[c.ID]; ok && reason == "" {
+						var d struct {
+							Untestable bool `json:"untestable"`
+						}
+						json.Unmarshal(c.Details, &d)
+						if c.Status == "FAILURE" && d.Untestable {
+							t.Logf("%s: %s untestable here: %s", s, c.ID, why)
+							continue
+						}
+						t.Errorf("%s: %s is listed as untestable (%s) but reports %s %s", s, c.ID, why, c.Status, c.ErrorMessage)
+						continue
+					}
 					switch c.Status {
 					case "FAILURE":
 						failed = append(failed, c.ID+": "+c.ErrorMessage)
@@ -370,7 +468,6 @@ func TestConformanceSuite(t *testing.T) {
 				// A scenario passes when at least one check succeeded and
 				// none failed or warned (as the suite counts them).
 				ok := succeeded > 0 && len(failed) == 0 && warned == 0
-				reason := conformanceScenarios[s]
 				switch {
 				case reason == "" && !ok:
 					t.Errorf("scenario %s does not pass (%d succeeded, %d warnings):\n  %s", s, succeeded, warned, strings.Join(failed, "\n  "))

@@ -833,3 +833,76 @@ func TestMCPToolsRegisteredAtRunTime(t *testing.T) {
 		t.Fatal("a closed server still follows the registry")
 	}
 }
+
+// TestProtocolRevisions: the endpoint speaks the sessionless 2026-07-28 and
+// the session-based 2025-11-25 side by side; a sessionless client names
+// its caps session with _meta or the X-Armory-Session header.
+func TestProtocolRevisions(t *testing.T) {
+	e := start(t, server.Options{})
+	ctx := ctx30(t)
+	tok := e.token("architect")
+	connect := func(version, header string) *mcp.ClientSession {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: "armory-test", Version: "1"}, nil)
+		hdr := http.Header{}
+		if header != "" {
+			hdr.Set(server.SessionHeader, header)
+		}
+		cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+			Endpoint:   e.url + "/agents/architect/mcp",
+			HTTPClient: &http.Client{Transport: bearer{token: tok, header: hdr}},
+			MaxRetries: -1,
+		}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("connect %s: %v", version, err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	lastSession := func() string {
+		recs, err := e.st.ListAudit(ctx, store.AuditFilter{Agent: "architect", Limit: 1})
+		if err != nil || len(recs) == 0 {
+			t.Fatalf("audit: %v", err)
+		}
+		return recs[0].Session
+	}
+	call := func(cs *mcp.ClientSession, meta mcp.Meta) {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workspace.list", Arguments: map[string]any{"path": "."}, Meta: meta})
+		if err != nil || res.IsError {
+			t.Fatalf("call: %v %+v", err, res)
+		}
+	}
+
+	legacy := connect("2025-11-25", "")
+	if legacy.ID() == "" || legacy.InitializeResult().ProtocolVersion != "2025-11-25" {
+		t.Fatalf("2025-11-25: session %q, version %q", legacy.ID(), legacy.InitializeResult().ProtocolVersion)
+	}
+	call(legacy, nil)
+	if got, want := lastSession(), server.ScopeSession("architect", legacy.ID()); got != want {
+		t.Errorf("2025-11-25 session %q, want the MCP session %q", got, want)
+	}
+
+	modern := connect("2026-07-28", "")
+	if modern.ID() != "" || modern.InitializeResult().ProtocolVersion != "2026-07-28" {
+		t.Fatalf("2026-07-28: session %q, version %q", modern.ID(), modern.InitializeResult().ProtocolVersion)
+	}
+	call(modern, nil)
+	if got := lastSession(); got != "architect:default" {
+		t.Errorf("sessionless without a name: %q", got)
+	}
+	call(modern, mcp.Meta{server.MetaSession: "run-7"})
+	if got := lastSession(); got != "architect:run-7" {
+		t.Errorf("sessionless with _meta: %q", got)
+	}
+	named := connect("2026-07-28", "run-8")
+	call(named, nil)
+	if got := lastSession(); got != "architect:run-8" {
+		t.Errorf("sessionless with the header: %q", got)
+	}
+	// Another agent's session name cannot be borrowed.
+	call(modern, mcp.Meta{server.MetaSession: "reviewer:default"})
+	if got := lastSession(); got != "architect:reviewer:default" {
+		t.Errorf("a foreign session name: %q", got)
+	}
+}
