@@ -262,7 +262,8 @@ func TestRealUpstreamsThroughThePipeline(t *testing.T) {
 // TestRealUpstreamsSandboxed runs the npm servers confined
 // (mcp_servers.NAME.sandbox): node starts and serves under the sandbox, the
 // filesystem server writes the folder it was granted, and its write lands on
-// the host.
+// the host. The packages are granted read-only: a checkout under /tmp (as in
+// CI) is hidden by the sandbox's own /tmp otherwise.
 func TestRealUpstreamsSandboxed(t *testing.T) {
 	node, up := upstreams(t)
 	testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
@@ -273,9 +274,9 @@ func TestRealUpstreamsSandboxed(t *testing.T) {
 	nm := filepath.Join(up, "node_modules", "@modelcontextprotocol")
 	dir := worldDir(t, "mcp_servers:\n"+
 		"  fs:\n    command: ["+node+", "+filepath.Join(nm, "server-filesystem", "dist", "index.js")+", "+files+"]\n"+
-		"    sandbox: {writable: ["+files+"]}\n"+
+		"    sandbox: {writable: ["+files+"], read_only: ["+up+"]}\n"+
 		"  everything:\n    command: ["+node+", "+filepath.Join(nm, "server-everything", "dist", "index.js")+", stdio]\n"+
-		"    sandbox: true\n",
+		"    sandbox: {read_only: ["+up+"]}\n",
 		map[string]string{"archetype/alice/config.md": "## Tool Access\n\n## Permissions\nprofile: trusted\nmcp.fs.write_file: auto\n"})
 	st := openStore(t, dir)
 	set, h := start(t, dir, st, upstream.Options{StartTimeout: time.Minute})
