@@ -272,3 +272,29 @@ func TestTrampolineScript(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolSandboxesAreIsolated: a command in a warm sandbox cannot see or
+// reach the other sandboxes waiting in the pool (their trampolines, pipes,
+// /tmp): killing everything it can, it leaves the next call unharmed.
+func TestPoolSandboxesAreIsolated(t *testing.T) {
+	withPool(t, PoolOptions{PerPolicy: 2})
+	p := Policy{Backend: BackendBwrap, Workspace: t.TempDir()}
+	run(t, p, nil, "true")
+	waitReady(t, 2)
+	// kill -9 -1 signals every process the command may signal: in its PID
+	// namespace that is nothing but its own init (which ignores it).
+	a := run(t, p, nil, "sh", "-c", `ls /proc | grep -c '^[0-9]'; touch /tmp/left-by-a; kill -9 -1; echo done`)
+	if !a.Warm {
+		t.Fatalf("not warm: %+v", a)
+	}
+	lines := strings.Fields(string(a.Stdout))
+	if len(lines) > 0 {
+		if n, err := strconv.Atoi(lines[0]); err != nil || n > 4 {
+			t.Fatalf("processes visible from a warm sandbox: %q", a.Stdout)
+		}
+	}
+	b := run(t, p, nil, "sh", "-c", "echo alive; test -e /tmp/left-by-a && echo leaked")
+	if !b.Warm || string(b.Stdout) != "alive\n" {
+		t.Fatalf("the next warm call after kill -9 -1: %+v (%q)", b, b.Stdout)
+	}
+}
