@@ -80,7 +80,8 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 		return nil, errBadToken
 	}
 	hash := HashToken(secret)
-	if t, ok := s.tokens.get(hash); ok {
+	epoch := s.tokens.currentEpoch()
+	if t, ok := s.tokens.get(hash, epoch); ok {
 		return t, nil
 	}
 	t, err := s.st.LookupToken(r.Context(), hash)
@@ -93,7 +94,7 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 	if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(hash)) != 1 {
 		return nil, errBadToken
 	}
-	s.tokens.put(t)
+	s.tokens.put(t, epoch)
 	return t, nil
 }
 

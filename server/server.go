@@ -72,11 +72,14 @@ type Options struct {
 	MCPSessionTimeout time.Duration
 	// TokenCacheTTL is how long a bearer token the store confirmed is
 	// trusted without reading the store again. The default (0, or
-	// negative) caches nothing: every request reads the store, so a revoked
-	// token stops working at once. A positive TTL saves a store read per
-	// request (≈130 µs here) at the price of a revoked token working for
-	// up to TTL longer in every server on that store; unknown and revoked
-	// tokens are never cached.
+	// negative) trusts no token longer than its store allows: on a store
+	// with a token epoch (SQLite: every revocation, by any process,
+	// changes it) a checked token is cached while the epoch is unchanged,
+	// so a revoked token stops working at its next request and a request
+	// reads a small file instead of the store; on other stores every
+	// request reads the store. A positive TTL caches on any store at the
+	// price of a revoked token working for up to TTL longer in every
+	// server on that store. Unknown and revoked tokens are never cached.
 	TokenCacheTTL time.Duration
 	// EventBuffer is each event-stream client's buffer (default 64
 	// events); a client that falls that far behind is disconnected.
@@ -143,6 +146,9 @@ func New(h *host.Host, gopts guard.Options, opts Options) (*Server, error) {
 	s := &Server{h: h, st: gopts.Store, opts: opts}
 	s.events = newHub(opts.EventBuffer)
 	s.tokens = newTokenCache(opts.TokenCacheTTL, nil)
+	if es, ok := gopts.Store.(tokenEpochStore); ok && s.tokens == nil {
+		s.tokens = newEpochTokenCache(es.TokenEpoch)
+	}
 	s.metrics = newMetrics(gopts.Store)
 	prev := gopts.OnEvent
 	gopts.OnEvent = func(e guard.Event) {

@@ -35,6 +35,7 @@ type env struct {
 	srv   *server.Server
 	url   string
 	admin string
+	db    string       // the SQLite file
 	stop  func() error // shuts the server down; returns Serve's result
 }
 
@@ -48,7 +49,8 @@ func start(t *testing.T, opts server.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
+	db := filepath.Join(t.TempDir(), "armory.db")
+	st, err := sqlite.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func start(t *testing.T, opts server.Options) *env {
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)
 	}
-	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String(), admin: admin, stop: stop}
+	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String(), admin: admin, db: db, stop: stop}
 }
 
 func (e *env) token(agent string) string {

@@ -12,16 +12,27 @@ import (
 // tokens in one TTL.
 const maxCachedTokens = 1024
 
-// tokenCache remembers, for a bounded time, the tokens the store returned
-// for a hash, so that a client's every request does not read the store.
-// Only valid tokens are cached: an unknown or revoked token is looked up in
-// the store every time (a token created meanwhile works at once, and
-// guesses cannot fill the cache). A token revoked in the store (by any
-// process) stops working once its entry expires, within ttl of the lookup
-// that cached it. It is safe for concurrent use.
+// tokenCache remembers the tokens the store returned for a hash, so that a
+// client's every request does not read the store. Only valid tokens are
+// cached: an unknown or revoked token is looked up in the store every time
+// (a token created meanwhile works at once, and guesses cannot fill the
+// cache). It works in one of two modes:
+//
+//   - by epoch (the default, for stores that have one: tokenEpochStore,
+//     SQLite): an entry is valid while the store's token epoch, which every
+//     revocation changes (in any process), is the one it was read under;
+//     each request reads the epoch (a few bytes) instead of the store, and a revoked token
+//     stops working at its next request. An entry is kept only when the
+//     epoch was the same before and after the store read, so a lookup that
+//     raced a revocation is not cached;
+//   - by time (--token-cache-ttl): an entry is trusted for ttl, so a token
+//     revoked meanwhile keeps working until its entry expires.
+//
+// It is safe for concurrent use.
 type tokenCache struct {
-	ttl time.Duration
-	now func() time.Time
+	ttl   time.Duration
+	now   func() time.Time
+	epoch func() (string, error) // epoch mode when not nil
 
 	mu      sync.Mutex
 	entries map[string]tokenEntry
@@ -30,6 +41,32 @@ type tokenCache struct {
 type tokenEntry struct {
 	tok     store.Token
 	expires time.Time
+	epoch   string
+}
+
+// tokenEpochStore is a store whose token revocations change an epoch that
+// is cheap to read (sqlite.Store.TokenEpoch).
+type tokenEpochStore interface {
+	TokenEpoch() (string, error)
+}
+
+// newEpochTokenCache returns a cache in epoch mode over epoch.
+func newEpochTokenCache(epoch func() (string, error)) *tokenCache {
+	return &tokenCache{epoch: epoch, entries: map[string]tokenEntry{}}
+}
+
+// currentEpoch returns the store's token epoch, or "" when the cache is not
+// in epoch mode or the epoch cannot be read (then nothing is cached or
+// trusted).
+func (c *tokenCache) currentEpoch() string {
+	if c == nil || c.epoch == nil {
+		return ""
+	}
+	e, err := c.epoch()
+	if err != nil {
+		return ""
+	}
+	return e
 }
 
 // newTokenCache returns a cache keeping entries for ttl, or nil (no
@@ -44,9 +81,10 @@ func newTokenCache(ttl time.Duration, now func() time.Time) *tokenCache {
 	return &tokenCache{ttl: ttl, now: now, entries: map[string]tokenEntry{}}
 }
 
-// get returns a copy of the cached token of hash when its entry has not
-// expired. A nil cache has nothing.
-func (c *tokenCache) get(hash string) (*store.Token, bool) {
+// get returns a copy of the cached token of hash when its entry is still
+// valid: its epoch is epoch (the current one; "" never matches), or, by
+// time, it has not expired. A nil cache has nothing.
+func (c *tokenCache) get(hash, epoch string) (*store.Token, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -56,7 +94,12 @@ func (c *tokenCache) get(hash string) (*store.Token, bool) {
 	if !ok {
 		return nil, false
 	}
-	if !c.now().Before(e.expires) {
+	if c.epoch != nil {
+		if epoch == "" || e.epoch != epoch {
+			delete(c.entries, hash)
+			return nil, false
+		}
+	} else if !c.now().Before(e.expires) {
 		delete(c.entries, hash)
 		return nil, false
 	}
@@ -64,19 +107,26 @@ func (c *tokenCache) get(hash string) (*store.Token, bool) {
 	return &t, true
 }
 
-// put caches a copy of t (which the store just returned) under its hash
-// for ttl. At the bound it first drops expired entries, then, if still
-// full, an arbitrary one.
-func (c *tokenCache) put(t *store.Token) {
+// put caches a copy of t (which the store just returned) under its hash:
+// by time for ttl; by epoch only when before, the epoch read before the
+// store lookup, is not "" and is still current. At the bound it first drops
+// expired (or stale) entries, then, if still full, an arbitrary one.
+func (c *tokenCache) put(t *store.Token, before string) {
 	if c == nil || t == nil {
+		return
+	}
+	if c.epoch != nil && (before == "" || c.currentEpoch() != before) {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
+	var now time.Time
+	if c.now != nil {
+		now = c.now()
+	}
 	if _, ok := c.entries[t.Hash]; !ok && len(c.entries) >= maxCachedTokens {
 		for h, e := range c.entries {
-			if !now.Before(e.expires) {
+			if (c.epoch == nil && !now.Before(e.expires)) || (c.epoch != nil && e.epoch != before) {
 				delete(c.entries, h)
 			}
 		}
@@ -87,7 +137,7 @@ func (c *tokenCache) put(t *store.Token) {
 			delete(c.entries, h)
 		}
 	}
-	c.entries[t.Hash] = tokenEntry{tok: *t, expires: now.Add(c.ttl)}
+	c.entries[t.Hash] = tokenEntry{tok: *t, expires: now.Add(c.ttl), epoch: before}
 }
 
 // len returns the number of entries (expired ones included).

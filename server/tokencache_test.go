@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/store/sqlite"
 )
 
 // TestTokenRevocationWithCache: a token revoked in the store stops working
@@ -100,5 +102,66 @@ func TestUnknownTokenNotCached(t *testing.T) {
 	}
 	if st, body, _ := e.do("GET", path, secret, ""); st != 200 {
 		t.Fatalf("new token: %d %s", st, body)
+	}
+}
+
+// TestTokenEpochCache: with the default options on SQLite, a checked token
+// is cached by the store's token epoch: requests after the first do not
+// read the store, and a revocation by ANOTHER Store on the same database
+// (another process, armory token revoke) stops the token at its next
+// request, including while requests keep coming.
+func TestTokenEpochCache(t *testing.T) {
+	const path = "/api/agents/reviewer/tools"
+	e := start(t, server.Options{})
+	secret, tok, err := server.CreateToken(context.Background(), e.st, "reviewer", false, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := sqlite.Open(e.db) // another process's store on the same file
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for range 3 {
+		if st, body, _ := e.do("GET", path, secret, ""); st != 200 {
+			t.Fatalf("valid token: %d %s", st, body)
+		}
+	}
+	// Requests in flight while the token is revoked: once RevokeToken has
+	// returned, no request that starts afterwards succeeds.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				e.do("GET", path, secret, "")
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := other.RevokeToken(context.Background(), tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if st, _, _ := e.do("GET", path, secret, ""); st != 401 {
+			t.Fatalf("request %d after the revocation by another store: %d", i, st)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	// A token created by the other store works at once.
+	secret2, _, err := server.CreateToken(context.Background(), other, "reviewer", false, "t2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _ := e.do("GET", path, secret2, ""); st != 200 {
+		t.Fatalf("token created elsewhere: %d", st)
 	}
 }

@@ -92,6 +92,9 @@ type Store struct {
 	lookupToken                        *sql.Stmt // on the readers: every authenticated request
 	admitStmts                         struct{ start, overrides, counter *sql.Stmt }
 
+	// tokenEpochFile is replaced whenever a token is revoked (TokenEpoch).
+	tokenEpochFile string
+
 	// conns counts the writer connections opened; writes counts the
 	// non-committer writes of admission state. Either changing voids the
 	// committer's cache (see flush).
@@ -194,7 +197,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, opts: opts, closing: make(chan struct{}), conns: conns,
+	s := &Store{w: w, opts: opts, closing: make(chan struct{}), conns: conns, tokenEpochFile: path + "-tokens",
 		insert: map[int]*sql.Stmt{}, setCounters: map[int]*sql.Stmt{}, startSessions: map[int]*sql.Stmt{}}
 	s.cache.adm = commit.NewCache(0)
 	// A new database file is switched to WAL by the first connection;
