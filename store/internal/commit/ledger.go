@@ -93,6 +93,23 @@ func (c *Cache) Clear() {
 // Len returns the number of session starts and counter values held.
 func (c *Cache) Len() int { return len(c.starts) + len(c.values) }
 
+// HasSession reports whether the cache holds the session's start and its
+// overrides, so that a Ledger on it will not load either. A backend that
+// must issue its reads before deciding (a pipelined round trip) uses it to
+// read only what the cache lacks; call it after Cache.Ledger, which may
+// clear the cache.
+func (c *Cache) HasSession(session string) bool {
+	_, a := c.starts[session]
+	_, b := c.overrides[session]
+	return a && b
+}
+
+// HasCounter reports whether the cache holds k's value (see HasSession).
+func (c *Cache) HasCounter(k Key) bool {
+	_, ok := c.values[k]
+	return ok
+}
+
 // Ledger returns a Ledger for a batch committed at now that reads through
 // the cache: only keys it lacks are read with load, and what the batch
 // reads and decides is kept in it (see Cache for when that may be reused).

@@ -136,8 +136,14 @@ func TestCacheAcrossBatches(t *testing.T) {
 	}
 	c := NewCache(0)
 	l := c.Ledger(m, time.Now())
+	if c.HasSession("s") || c.HasCounter(Key{"s", "a"}) {
+		t.Fatal("empty cache reports a key")
+	}
 	if got := decide(l, 2); got != 2 {
 		t.Fatalf("batch 1 admitted %d", got)
+	}
+	if !c.HasSession("s") || !c.HasCounter(Key{"s", "a"}) || c.HasCounter(Key{"s", "b"}) || c.HasSession("t") {
+		t.Fatal("HasSession/HasCounter disagree with what batch 1 read")
 	}
 	if started, _ := l.Started(); len(started) != 1 || m.reads != 3 {
 		t.Fatalf("batch 1: started %v, %d reads", started, m.reads)
@@ -161,7 +167,7 @@ func TestCacheAcrossBatches(t *testing.T) {
 	m.counters[Key{"s", "a"}] = 3
 	m.overrides["s"]["a"] = 4
 	c.Clear()
-	if c.Len() != 0 {
+	if c.Len() != 0 || c.HasSession("s") || c.HasCounter(Key{"s", "a"}) {
 		t.Fatalf("Len after Clear = %d", c.Len())
 	}
 	l = c.Ledger(m, time.Now())
