@@ -53,6 +53,13 @@ type Outcome struct {
 	// Warm is set when the command ran in a sandbox of the warm pool
 	// (EnablePool), set up before the call.
 	Warm bool
+	// Lingering is set when the run's PID namespace had not finished dying
+	// within the teardown bound (30 s) when Run returned: every process of
+	// it had been sent SIGKILL (and the namespace takes no new ones), but a
+	// huge tree — a fork bomb that the watchdog, without a pids cgroup,
+	// caught late on a loaded machine — can take that long to reap. Those
+	// processes are dying and the namespace can start no new one.
+	Lingering bool
 	// Signal names the signal that ended the command ("SIGKILL"), or "".
 	// When the command ran in a PID namespace (bwrap, or the helper with a
 	// namespace), its init reports signal N as status 128+N, and Signal is
@@ -193,6 +200,7 @@ type proc struct {
 	watchRoot int
 	watchSelf bool
 	stopped   bool
+	lingering bool     // the namespace was not gone within nsTeardown (stop)
 	inW       *os.File // write end of stdin, when launch.stdin
 }
 
@@ -329,7 +337,7 @@ func (p *proc) stop() {
 	if p.killfd >= 0 {
 		// The namespace's pid 1 reports its exit only once the kernel has
 		// killed and reaped every other process of the namespace.
-		waitPidfd(p.killfd, nsTeardown)
+		p.lingering = !waitPidfd(p.killfd, nsTeardown)
 		unix.Close(p.killfd)
 		p.killfd = -1
 	}
@@ -434,6 +442,7 @@ wait:
 	if l.cg != nil {
 		out.ProcessLimitHits, _ = l.cg.limitHits()
 	}
+	out.Lingering = p.lingering
 	out.Duration = time.Since(start)
 
 	ws := l.cmd.ProcessState.Sys().(syscall.WaitStatus)
@@ -459,21 +468,25 @@ wait:
 // (a fork bomb of thousands of processes takes a while to reap).
 const nsTeardown = 30 * time.Second
 
-// waitPidfd waits until the process behind fd has exited, or d passed.
-func waitPidfd(fd int, d time.Duration) {
+// waitPidfd waits until the process behind fd has exited, or d passed; it
+// reports whether the process is known to have exited.
+func waitPidfd(fd int, d time.Duration) bool {
 	end := time.Now().Add(d)
 	for {
 		ms := int(time.Until(end) / time.Millisecond)
 		if ms <= 0 {
-			return
+			return false
 		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, ms)
 		if err == unix.EINTR {
 			continue
 		}
-		if err != nil || n > 0 {
-			return
+		if err != nil {
+			return false
+		}
+		if n > 0 {
+			return true
 		}
 	}
 }
