@@ -274,3 +274,42 @@ func TestPermissionLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionNameBounded: a session name over MaxSessionBytes (or not
+// UTF-8) is refused before it reaches the store, and is recorded cut.
+func TestSessionNameBounded(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, session string
+		ok            bool
+	}{
+		{"at the limit", strings.Repeat("s", MaxSessionBytes), true},
+		{"over the limit", strings.Repeat("s", MaxSessionBytes+1), false},
+		{"60 KB", strings.Repeat("x", 60<<10), false},
+		{"not UTF-8", "run-\xff", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := f.p.Execute(ctx, Call{Agent: "ops", Tool: "test.noop", Session: tc.session, Args: json.RawMessage(`{}`)})
+			if (o.Status == audit.StatusSuccess) != tc.ok {
+				t.Fatalf("status %s (%s), want ok=%v", o.Status, o.Result, tc.ok)
+			}
+			if tc.ok {
+				return
+			}
+			if o.Kind != armory.KindInvalid || !strings.Contains(o.Result, "the limit is 256 bytes") {
+				t.Fatalf("refusal: %+v", o)
+			}
+			recs, err := f.st.ListAudit(ctx, store.AuditFilter{CallID: o.CallID})
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("audit: %d records, %v", len(recs), err)
+			}
+			if len(recs[0].Session) > MaxSessionBytes {
+				t.Fatalf("audit record keeps a %d-byte session", len(recs[0].Session))
+			}
+			if n, err := f.st.Counters(ctx, tc.session); err != nil || len(n) != 0 {
+				t.Fatalf("counters of the refused session: %v %v", n, err)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -25,8 +26,20 @@ import (
 // MaxArgsBytes bounds a call's JSON arguments.
 const MaxArgsBytes = 1 << 20
 
+// MaxSessionBytes bounds a session name, however it came (MCP session,
+// X-Armory-Session, _meta, the REST session field, --session).
+const MaxSessionBytes = 256
+
 // lookup: the agent exists and its registry holds the tool.
 func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
+	if n := len(s.c.Session); n > MaxSessionBytes || !utf8.ValidString(s.c.Session) {
+		// Recorded cut (the audit record must not carry what the limit
+		// refuses), refused before it reaches counters or approvals.
+		s.c.Session = audit.Cut(strings.ToValidUTF8(s.c.Session, "\uFFFD"), MaxSessionBytes)
+		msg := fmt.Sprintf("the session name is %d bytes; the limit is %d bytes of UTF-8", n, MaxSessionBytes)
+		s.stage("lookup", "error", msg)
+		return refuse(audit.StatusError, armory.KindInvalid, "Invalid session: %s. Use a shorter session name.", msg)
+	}
 	ag, err := p.h.Agent(s.c.Agent)
 	if err != nil {
 		s.stage("lookup", "error", armory.Message(err))
