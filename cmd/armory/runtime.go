@@ -36,38 +36,47 @@ func (a *app) openStore(ctx context.Context, worldDir string) (store.Store, erro
 	return st, nil
 }
 
-// pipeline loads the world, opens the store and the JSONL audit sink, and
-// builds the guarded pipeline. The returned func releases them.
-func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
-	h, err := a.open()
-	if err != nil {
-		return nil, nil, err
+// runtime loads the world and opens what a pipeline runs on: the store
+// and the JSONL audit sink. The JSONL trail has one writer at a time; when
+// another process (a server) holds it, this process records in the store
+// only. release closes what was opened.
+func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, release func(), err error) {
+	if h, err = a.open(); err != nil {
+		return nil, opts, nil, err
 	}
 	st, err := a.openStore(ctx, h.World.Dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, opts, nil, err
 	}
-	opts := guard.Options{Store: st}
-	// The JSONL trail has one writer at a time; when another process (a
-	// server) holds it, this process records in the store only.
+	opts.Store = st
 	sink, err := audit.OpenFile(filepath.Join(h.World.Dir, ".armory", "audit"), audit.FileOptions{})
 	if err == nil {
 		opts.AuditFile = sink
 	} else if !strings.Contains(err.Error(), "in use by another writer") {
 		st.Close()
-		return nil, nil, armory.E("audit", armory.KindUnavailable, "cannot open the JSONL audit trail", err)
+		return nil, opts, nil, armory.E("audit", armory.KindUnavailable, "cannot open the JSONL audit trail", err)
 	}
-	p, err := guard.New(h, opts)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	return p, func() {
+	return h, opts, func() {
 		if sink != nil {
 			sink.Close()
 		}
 		st.Close()
 	}, nil
+}
+
+// pipeline builds the guarded pipeline over runtime. The returned func
+// releases what it opened.
+func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
+	h, opts, release, err := a.runtime(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := guard.New(h, opts)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return p, release, nil
 }
 
 // storeOnly opens the world and its store (for approvals, sessions,

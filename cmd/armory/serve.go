@@ -17,9 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/server"
@@ -97,32 +95,17 @@ func isLoopback(h string) bool {
 // warmSandboxesUsage documents --warm-sandboxes (docs/sandbox.md, "Warm pool").
 const warmSandboxesUsage = "bwrap sandboxes kept set up ahead of calls, per distinct sandbox policy (0: none; each call then sets up its own)"
 
-// server builds the server the way pipeline() builds the CLI's pipeline:
-// world, store, JSONL audit sink (when no other process holds it). warm > 0
+// server builds the server over runtime, as pipeline builds the CLI's
+// pipeline. warm > 0
 // turns on the sandbox warm pool for as long as the server lives.
 func (a *app) server(ctx context.Context, opts server.Options, warm int) (*server.Server, func(), error) {
-	h, err := a.open()
+	h, gopts, release, err := a.runtime(ctx)
 	if err != nil {
 		return nil, nil, err
-	}
-	st, err := a.openStore(ctx, h.World.Dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	gopts := guard.Options{Store: st}
-	sink, err := audit.OpenFile(filepath.Join(h.World.Dir, ".armory", "audit"), audit.FileOptions{})
-	if err == nil {
-		gopts.AuditFile = sink
-	} else if !strings.Contains(err.Error(), "in use by another writer") {
-		st.Close()
-		return nil, nil, armory.E("audit", armory.KindUnavailable, "cannot open the JSONL audit trail", err)
 	}
 	srv, err := server.New(h, gopts, opts)
 	if err != nil {
-		if sink != nil {
-			sink.Close()
-		}
-		st.Close()
+		release()
 		return nil, nil, err
 	}
 	if warm > 0 {
@@ -133,10 +116,7 @@ func (a *app) server(ctx context.Context, opts server.Options, warm int) (*serve
 		if warm > 0 {
 			sandbox.ClosePool()
 		}
-		if sink != nil {
-			sink.Close()
-		}
-		st.Close()
+		release()
 	}, nil
 }
 
