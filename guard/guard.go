@@ -251,6 +251,9 @@ func reasonsOf(stages []audit.Stage) []string {
 // returns the outcome once that entry is durable.
 func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome {
 	startRec := p.record(s, audit.PhaseStart, audit.StatusRunning, "")
+	if s.admit != nil {
+		s.admit.NoSync = effectFree(s.man)
+	}
 	r, err := p.admitStart(ctx, s, startRec)
 	if r != nil {
 		return p.refuse(ctx, s, r)

@@ -313,3 +313,62 @@ func TestSessionNameBounded(t *testing.T) {
 		})
 	}
 }
+
+// Only the start record of a tool that cannot change anything is committed
+// without an fsync of its own (store.AdmitRequest.NoSync); every finish
+// record, and the start record of every other tool, is durable.
+func TestEffectFreeStartIsTheOnlyRelaxedCommit(t *testing.T) {
+	f := newFixture(t)
+	st := f.st.(*sqlite.Store)
+	for _, tc := range []struct {
+		agent, tool, args string
+		relaxed           int64
+	}{
+		{"dev", "test.noop", `{}`, 1},
+		{"dev", "test.args", `{"n":1}`, 1},
+		{"ops", "test.write", `{"path":"a","content":"x"}`, 0},
+		{"ops", "test.shell", `{"command":"ls"}`, 0},
+	} {
+		c0 := st.CommitCounts()
+		if o := f.call(tc.agent, tc.tool, tc.args); o.Status != audit.StatusSuccess {
+			t.Fatalf("%s: %+v", tc.tool, o)
+		}
+		c := st.CommitCounts()
+		if c.Relaxed-c0.Relaxed != tc.relaxed || c.Durable-c0.Durable != 2-tc.relaxed {
+			t.Errorf("%s: commits %+v → %+v, want %d relaxed of 2", tc.tool, c0, c, tc.relaxed)
+		}
+	}
+	if err := f.st.VerifyAudit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEffectFree(t *testing.T) {
+	caps := func(c ...armory.Capability) []armory.Capability { return c }
+	for _, tc := range []struct {
+		name string
+		m    armory.Manifest
+		want bool
+	}{
+		{"no capability", armory.Manifest{Category: armory.CatOther}, true},
+		{"file read", armory.Manifest{Category: armory.CatFileRead, Danger: armory.DangerCautious, Capabilities: caps(armory.CapReadFS)}, true},
+		{"state read", armory.Manifest{Category: armory.CatAgent, Capabilities: caps(armory.CapReadState)}, true},
+		{"dangerous", armory.Manifest{Category: armory.CatOther, Danger: armory.DangerDangerous}, false},
+		{"writes files", armory.Manifest{Category: armory.CatOther, Capabilities: caps(armory.CapReadFS, armory.CapWriteFS)}, false},
+		{"writes state", armory.Manifest{Category: armory.CatAgent, Capabilities: caps(armory.CapWriteState)}, false},
+		{"network", armory.Manifest{Category: armory.CatOther, Capabilities: caps(armory.CapNetwork)}, false},
+		{"runs processes", armory.Manifest{Category: armory.CatOther, Capabilities: caps(armory.CapProcessExec)}, false},
+		{"asks the user", armory.Manifest{Category: armory.CatOther, Capabilities: caps(armory.CapUserInteraction)}, false},
+		{"controls agents", armory.Manifest{Category: armory.CatOther, Capabilities: caps(armory.CapAgentControl)}, false},
+		{"upstream MCP tool claiming only reads", armory.Manifest{Category: armory.CatMCP, Capabilities: caps(armory.CapReadFS)}, false},
+		{"web category", armory.Manifest{Category: armory.CatWeb}, false},
+		{"terminal category", armory.Manifest{Category: armory.CatTerminal}, false},
+		{"git category", armory.Manifest{Category: armory.CatGit, Capabilities: caps(armory.CapReadFS)}, false},
+		{"write category", armory.Manifest{Category: armory.CatFileWrite}, false},
+		{"delete category", armory.Manifest{Category: armory.CatFileDelete}, false},
+	} {
+		if got := effectFree(tc.m); got != tc.want {
+			t.Errorf("%s: effectFree = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -211,6 +211,30 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 	return nil
 }
 
+// effectFree reports whether a tool's manifest says it cannot change
+// anything: danger at most cautious, no capability but read_fs and
+// read_state, and none of the categories that write, delete, run commands,
+// use git, reach the web or an upstream MCP server (whose manifest Armory
+// cannot hold it to). Such a call's start record is committed without an
+// fsync of its own (store.AdmitRequest.NoSync): until its finish record,
+// which is always durable and makes it durable too, only a power loss or an
+// OS crash can lose it, and then nothing was changed that it would explain.
+func effectFree(m armory.Manifest) bool {
+	if m.Danger > armory.DangerCautious {
+		return false
+	}
+	switch m.Category {
+	case armory.CatFileWrite, armory.CatFileDelete, armory.CatTerminal, armory.CatGit, armory.CatWeb, armory.CatMCP:
+		return false
+	}
+	for _, c := range m.Capabilities {
+		if c != armory.CapReadFS && c != armory.CapReadState {
+			return false
+		}
+	}
+	return true
+}
+
 // capName is the name of the cap a counter counts, as a refusal shows it.
 func capName(counter string) string {
 	if path, ok := strings.CutPrefix(counter, "edits:"); ok {

@@ -267,6 +267,24 @@ type AdmitRequest struct {
 	// MaxRuntime is the session's runtime limit; 0 means no runtime cap.
 	// The session's override "session_runtime" (seconds) replaces it.
 	MaxRuntime time.Duration
+	// NoSync lets the backend commit this admission without waiting for
+	// stable storage (no fsync of its own): when Admit returns, the record
+	// and the counters are committed all the same (every reader and
+	// process sees them; caps stay exact), but a power loss or an
+	// operating-system crash, not a process crash, may lose them until the
+	// store's next durable commit, which makes them durable too (the
+	// backends' logs are sequential). A batch is relaxed only when every
+	// entry in it allows it. The pipeline sets it only for the start record
+	// of a call whose tool cannot change anything (its finish record, always
+	// durable, then covers it): see docs/storage.md, "Durability".
+	NoSync bool
+}
+
+// CommitCounts is how many group commits a backend's committer has made,
+// by durability: Durable ones waited for stable storage, Relaxed ones
+// (batches of AdmitRequest.NoSync admissions only) did not.
+type CommitCounts struct {
+	Durable, Relaxed int64
 }
 
 // LimitHit is the limit that refused an admission. For the runtime cap

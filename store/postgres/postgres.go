@@ -29,6 +29,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,10 @@ type Store struct {
 	once    sync.Once
 	closeMu sync.RWMutex
 	closed  bool
+
+	// commits counts the committed group commits: [0] durable, [1] relaxed
+	// (CommitCounts).
+	commits [2]atomic.Int64
 
 	// Committer state (flush runs only on the committer goroutine): the
 	// admission state as of this Store's last committed batch, valid while
@@ -321,6 +326,7 @@ func (s *Store) flush(entries []commit.Entry) (err error) {
 		expect := s.cacheGen
 		head, gen, err := s.commitBatch(ctx, conn, entries, ledger, s.cacheHead, &expect)
 		if err == nil {
+			s.countCommit(entries)
 			inTx, committed = false, true
 			s.cacheValid, s.cacheGen, s.cacheHead = true, gen, head
 			return nil
@@ -392,6 +398,7 @@ func (s *Store) flush(entries []commit.Entry) (err error) {
 	if err != nil {
 		return fmt.Errorf("postgres: append audit: %w", err)
 	}
+	s.countCommit(entries)
 	inTx, committed = false, true
 	s.cacheValid, s.cacheGen, s.cacheHead = true, gen, head
 	return nil
@@ -473,6 +480,13 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 	// the generation as committed (the tables' statement triggers bumped it
 	// too, for this batch's own writes).
 	b.Queue(`UPDATE audit_head SET seq = $1, hash = $2, gen = gen + 1 WHERE id = 1 RETURNING gen`, head.Seq, head.Hash)
+	relaxed := !commit.Durable(entries)
+	if relaxed {
+		// Only NoSync entries: COMMIT returns before the WAL is flushed
+		// (Postgres flushes it within a few wal_writer_delay, and any later
+		// synchronous commit flushes it up to its own, later, position).
+		b.Queue(`SET LOCAL synchronous_commit = off`)
+	}
 	b.Queue(`COMMIT`)
 	var gen int64
 	err := func() error {
@@ -486,6 +500,11 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 		if err := br.QueryRow().Scan(&gen); err != nil {
 			return fmt.Errorf("move head: %w", err)
 		}
+		if relaxed {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("relax: %w", err)
+			}
+		}
 		tag, err := br.Exec()
 		if err != nil {
 			return err
@@ -496,6 +515,23 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 		return br.Close()
 	}()
 	return head, gen, err
+}
+
+// countCommit counts a committed batch as durable or relaxed.
+func (s *Store) countCommit(entries []commit.Entry) {
+	if commit.Durable(entries) {
+		s.commits[0].Add(1)
+	} else {
+		s.commits[1].Add(1)
+	}
+}
+
+// CommitCounts reports how many group commits this Store's committer has
+// made: Durable ones (COMMIT waits for the WAL flush, with the server's
+// synchronous_commit) and Relaxed ones (only NoSync entries, committed
+// with synchronous_commit off).
+func (s *Store) CommitCounts() store.CommitCounts {
+	return store.CommitCounts{Durable: s.commits[0].Load(), Relaxed: s.commits[1].Load()}
 }
 
 // dropCache forgets the committer's cache (committer goroutine only).

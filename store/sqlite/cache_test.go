@@ -72,3 +72,41 @@ func TestCacheSessionClock(t *testing.T) {
 		t.Fatalf("admit over the override: %+v", res)
 	}
 }
+
+// A NoSync batch is committed with synchronous=NORMAL on a FULL Store, and
+// the writer connection is FULL again for whatever it writes next; a
+// NORMAL Store has nothing to relax (its commits count as durable, with its
+// own setting).
+func TestNoSyncRestoresFull(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		sync             string
+		want             int
+		durable, relaxed int64
+	}{
+		{"FULL", 2, 0, 1},
+		{"NORMAL", 1, 1, 0},
+	} {
+		t.Run(tc.sync, func(t *testing.T) {
+			s, err := sqlite.OpenWith(filepath.Join(t.TempDir(), "a.db"), sqlite.Options{Synchronous: tc.sync})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			c0 := s.CommitCounts()
+			res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: startRec("s", 0), NoSync: true,
+				Acquire: []store.Acquisition{{Counter: "tool_calls", N: 1, Max: 10}}})
+			if err != nil || !res.Admitted {
+				t.Fatalf("admit: %+v %v", res, err)
+			}
+			c := s.CommitCounts()
+			if c.Durable-c0.Durable != tc.durable || c.Relaxed-c0.Relaxed != tc.relaxed {
+				t.Fatalf("commits %+v → %+v", c0, c)
+			}
+			if v, err := sqlite.WriterSynchronous(s); err != nil || v != tc.want {
+				t.Fatalf("writer's synchronous after a NoSync batch: %d %v, want %d", v, err, tc.want)
+			}
+			storetest.CheckTrail(t, s, 1)
+		})
+	}
+}

@@ -101,6 +101,10 @@ type Store struct {
 	conns  *countingConnector
 	writes atomic.Uint64
 
+	// commits counts the committed group commits: [0] durable, [1] relaxed
+	// (CommitCounts).
+	commits [2]atomic.Int64
+
 	// Committer state (flush runs only on the committer goroutine).
 	scratch []commit.Entry
 	args    []any
@@ -415,9 +419,55 @@ func (s *Store) AppendAudit(ctx context.Context, rec *audit.Record) error {
 // The head and the admission state come from the committer's cache when it
 // is valid (see cacheValid), else from the database; a batch that does not
 // commit drops the cache.
+//
+// A batch of NoSync entries only (commit.Durable) is committed with
+// synchronous=NORMAL when the Store is FULL: written to the WAL without an
+// fsync of its own. SQLite refuses to change the setting inside a
+// transaction, so the committer holds the writer connection for the whole
+// sequence (nothing else can write on it meanwhile) and puts FULL back
+// after the commit; a connection that cannot be put back is discarded.
 func (s *Store) flush(entries []commit.Entry) error {
 	ctx := context.Background()
-	tx, err := s.w.BeginTx(ctx, nil)
+	if s.opts.Synchronous != "FULL" || commit.Durable(entries) {
+		err := s.write(ctx, s.w, entries)
+		if err == nil {
+			s.commits[0].Add(1)
+		}
+		return err
+	}
+	conn, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlite: append audit: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+		return fmt.Errorf("sqlite: append audit: relax: %w", err)
+	}
+	err = s.write(ctx, conn, entries)
+	if _, rerr := conn.ExecContext(ctx, "PRAGMA synchronous=FULL"); rerr != nil {
+		// Never let a relaxed connection serve a write that must be durable.
+		conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	if err == nil {
+		s.commits[1].Add(1)
+	}
+	return err
+}
+
+// CommitCounts reports how many group commits this Store's committer has
+// made: Durable ones with the Store's own synchronous setting (an fsync per
+// commit under FULL, the default), Relaxed ones (only NoSync entries) with
+// NORMAL where the Store is FULL.
+func (s *Store) CommitCounts() store.CommitCounts {
+	return store.CommitCounts{Durable: s.commits[0].Load(), Relaxed: s.commits[1].Load()}
+}
+
+// write commits entries in one transaction begun on db (the writer pool,
+// or its one connection held by flush).
+func (s *Store) write(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, entries []commit.Entry) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: append audit: %w", err)
 	}

@@ -338,3 +338,90 @@ func testAdmitMixedWithAppend(t *testing.T, open Opener) {
 func acq(counter string, n, max int64) store.Acquisition {
 	return store.Acquisition{Counter: counter, N: n, Max: max}
 }
+
+// commitCounter is what every backend reports of its group commits.
+type commitCounter interface {
+	CommitCounts() store.CommitCounts
+}
+
+func commitCounts(t *testing.T, s store.Store) store.CommitCounts {
+	t.Helper()
+	cc, ok := s.(commitCounter)
+	if !ok {
+		t.Fatalf("%T does not report CommitCounts", s)
+	}
+	return cc.CommitCounts()
+}
+
+// A NoSync admission is committed without waiting for stable storage, and
+// only that is relaxed: the record and the counters are committed (another
+// Store sees them at once, caps stay exact across Stores) and every other
+// write is durable. A batch that mixes NoSync admissions with records that
+// must be durable is durable.
+func testAdmitNoSync(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	s1, s2 := open(t), open(t)
+	admit := func(s store.Store, i int, noSync bool) store.AdmitResult {
+		t.Helper()
+		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "ro", Record: startRecord("ro", i), NoSync: noSync,
+			Acquire: []store.Acquisition{acq("tool_calls", 1, 3)}})
+		if err != nil {
+			t.Fatalf("admit %d: %v", i, err)
+		}
+		return res
+	}
+	c0 := commitCounts(t, s1)
+	if res := admit(s1, 0, true); !res.Admitted {
+		t.Fatalf("first NoSync admission refused: %+v", res.Hit)
+	}
+	if c := commitCounts(t, s1); c.Relaxed != c0.Relaxed+1 || c.Durable != c0.Durable {
+		t.Fatalf("a lone NoSync admission: commits %+v → %+v, want one more relaxed", c0, c)
+	}
+	// Committed, not merely queued: the other Store sees the record and the counter.
+	if h, err := s2.AuditHead(ctx); err != nil || h.Seq != 1 {
+		t.Fatalf("other store's head after a NoSync admission: %+v %v", h, err)
+	}
+	if c, err := s2.Counters(ctx, "ro"); err != nil || c["tool_calls"] != 1 {
+		t.Fatalf("other store's counters after a NoSync admission: %v %v", c, err)
+	}
+	// Caps stay exact across Stores, relaxed or not.
+	if !admit(s2, 1, true).Admitted || !admit(s1, 2, false).Admitted {
+		t.Fatal("admissions within the cap refused")
+	}
+	if res := admit(s2, 3, true); res.Admitted || res.Hit == nil || *res.Hit != (store.LimitHit{Counter: "tool_calls", Current: 3, Max: 3}) {
+		t.Fatalf("4th admission against a cap of 3: %+v", res)
+	}
+	// Everything else is durable (a refused admission's batch included).
+	c1 := commitCounts(t, s1)
+	if res := admit(s1, 4, false); res.Admitted {
+		t.Fatal("5th admission against a cap of 3 admitted")
+	}
+	mustAppend(t, ctx, s1, Record(5))
+	if c := commitCounts(t, s1); c.Durable != c1.Durable+2 || c.Relaxed != c1.Relaxed {
+		t.Fatalf("an admission and an append without NoSync: commits %+v → %+v, want two more durable", c1, c)
+	}
+	// Concurrent NoSync admissions and durable appends share batches: each
+	// batch with a durable record in it is durable.
+	c2 := commitCounts(t, s1)
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				if _, err := s1.Admit(ctx, &store.AdmitRequest{Session: fmt.Sprint("mix", i), Record: startRecord(fmt.Sprint("mix", i), i), NoSync: true,
+					Acquire: []store.Acquisition{acq("tool_calls", 1, 10)}}); err != nil {
+					t.Errorf("admit: %v", err)
+				}
+				return
+			}
+			if err := s1.AppendAudit(ctx, Record(i)); err != nil {
+				t.Errorf("append: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	c3 := commitCounts(t, s1)
+	if d := c3.Durable - c2.Durable; d < 1 || d+c3.Relaxed-c2.Relaxed > 64 {
+		t.Fatalf("64 mixed calls: commits %+v → %+v", c2, c3)
+	}
+	CheckTrail(t, s2, 3+1+64)
+}

@@ -54,6 +54,7 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitRuntime", testAdmitRuntime},
 		{"AdmitInvalidAndClosed", testAdmitInvalid},
 		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
+		{"AdmitNoSync", testAdmitNoSync},
 		{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
 		{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
 		{"CacheManySessions", testCacheManySessions},

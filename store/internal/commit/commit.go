@@ -21,6 +21,20 @@ type Entry struct {
 	Rec    *audit.Record
 	Stages string
 	Admit  *Admission
+	// NoSync: this entry does not need its commit to reach stable storage
+	// before its caller goes on (store.AdmitRequest.NoSync).
+	NoSync bool
+}
+
+// Durable reports whether a batch must be committed durably (fsync): when
+// any of its entries needs it. Only a batch of NoSync entries may skip it.
+func Durable(entries []Entry) bool {
+	for _, e := range entries {
+		if !e.NoSync {
+			return true
+		}
+	}
+	return false
 }
 
 // Flush writes entries, in order, in one transaction. It must decide every
@@ -74,7 +88,7 @@ func New(flush Flush, maxBatch, queue int) *Batcher {
 // returns ctx.Err(), leaves rec alone, and the record may still be
 // committed. closedErr is returned after Close.
 func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error) error {
-	return b.submit(ctx, rec, nil, closedErr)
+	return b.submit(ctx, rec, nil, false, closedErr)
 }
 
 // Admit queues an admission (store.Store.Admit) and waits until its batch is
@@ -82,13 +96,13 @@ func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error
 // request must have passed store.CheckAdmit.
 func (b *Batcher) Admit(ctx context.Context, req *store.AdmitRequest, closedErr error) (store.AdmitResult, error) {
 	a := &Admission{Session: req.Session, Acquire: append([]store.Acquisition(nil), req.Acquire...), MaxRuntime: req.MaxRuntime}
-	if err := b.submit(ctx, req.Record, a, closedErr); err != nil {
+	if err := b.submit(ctx, req.Record, a, req.NoSync, closedErr); err != nil {
 		return store.AdmitResult{}, err
 	}
 	return a.Result, nil
 }
 
-func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission, closedErr error) error {
+func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission, noSync bool, closedErr error) error {
 	c := rec.Clone()
 	c.Normalize()
 	stages, err := auditrow.EncodeStages(c.Stages)
@@ -96,7 +110,7 @@ func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission,
 		return err
 	}
 	r := reqPool.Get().(*request)
-	r.e = Entry{Rec: c, Stages: stages, Admit: adm}
+	r.e = Entry{Rec: c, Stages: stages, Admit: adm, NoSync: noSync}
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
