@@ -62,8 +62,28 @@ func newMetrics(st store.Store) *metrics {
 	}, func() float64 { return float64(sandbox.CurrentPoolStats().Ready) })
 	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if cc, ok := st.(commitCounter); ok {
+		for _, d := range []string{"durable", "relaxed"} {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "armory_audit_commits_total",
+				Help:        "Group commits of the audit store, by durability: durable ones wait for stable storage (fsync), relaxed ones hold only start records of tools that cannot change anything (docs/storage.md).",
+				ConstLabels: prometheus.Labels{"durability": d},
+			}, func() float64 {
+				c := cc.CommitCounts()
+				if d == "durable" {
+					return float64(c.Durable)
+				}
+				return float64(c.Relaxed)
+			}))
+		}
+	}
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// commitCounter is a store that counts its group commits (both backends).
+type commitCounter interface {
+	CommitCounts() store.CommitCounts
 }
 
 // observe records one call; known says whether tool is a tool of the

@@ -707,6 +707,8 @@ func TestREST(t *testing.T) {
 		"armory_sandbox_warm_ready 0", // the pool is off in this server
 		"armory_sandbox_warm_runs_total",
 		"armory_sandbox_cold_runs_total",
+		`armory_audit_commits_total{durability="durable"}`,
+		`armory_audit_commits_total{durability="relaxed"}`,
 	} {
 		if status != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
@@ -714,6 +716,9 @@ func TestREST(t *testing.T) {
 	}
 	if strings.Contains(body, "no.such") {
 		t.Error("a made-up tool name became a label")
+	}
+	if strings.Contains(body, `armory_audit_commits_total{durability="durable"} 0`+"\n") {
+		t.Error("no durable audit commit counted after durable calls")
 	}
 
 	if s, b, _ := e.do("GET", "/api/nothing", e.admin, ""); s != 404 || kindOf(t, b) != "not_found" {
