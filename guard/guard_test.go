@@ -16,6 +16,8 @@ import (
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/armory-dev/armory/upstream"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // testTool is a real tool whose effect is counting its runs.
@@ -369,6 +371,13 @@ func TestEffectFree(t *testing.T) {
 	} {
 		if got := effectFree(tc.m); got != tc.want {
 			t.Errorf("%s: effectFree = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// An upstream server's tool never is, whatever its annotations claim.
+	ro := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true}
+	for _, stdio := range []bool{false, true} {
+		if m := upstream.Manifest(stdio, ro); effectFree(m) {
+			t.Errorf("upstream tool (stdio %v) annotated read-only counts as effect-free: %+v", stdio, m)
 		}
 	}
 }
