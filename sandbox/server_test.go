@@ -96,8 +96,13 @@ func TestStartServerConfinesAndTalks(t *testing.T) {
 		// A background process started by the server dies with it.
 		marker := marker()
 		ask(t, s, out, "sleep 1000 "+marker+" >/dev/null 2>&1 &")
-		if len(procsWith(marker)) == 0 {
-			t.Fatal("background sleep not running")
+		// The shell answers as soon as it has forked; the child carries the
+		// marker only once it has exec'd sleep, which a loaded machine may
+		// not have scheduled yet.
+		for deadline := time.Now().Add(hangGuard); len(procsWith(marker)) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("background sleep not running")
+			}
 		}
 		status := s.Stop()
 		if status == 0 {
