@@ -23,8 +23,11 @@ const (
 	// SyncAlways (the default) fsyncs the log file, then writes and fsyncs
 	// the head file, before Append returns: a record whose Append returned
 	// nil survives a power loss, and the head never runs ahead of the data.
-	// A new file is created with its directory fsynced. Cost: two fsyncs per
-	// Append call (use AppendBatch to share them).
+	// A new file is created with its directory fsynced. Concurrent appends
+	// share their syncs: an Append that finds a sync running waits for it
+	// and, unless that sync already covered its record, runs the next one,
+	// which covers every record written meanwhile (group commit). Cost: at
+	// most two fsyncs per Append, far fewer under concurrency.
 	SyncAlways SyncPolicy = iota
 	// SyncNever leaves flushing to the operating system (records survive a
 	// process crash, not an OS crash or power loss) and syncs only on Close.
@@ -85,8 +88,14 @@ var ErrClosed = errors.New("audit: sink closed")
 //
 // One process owns a directory at a time (an exclusive lock on
 // <dir>/audit.lock, where the platform supports it). A FileSink is safe for
-// concurrent use; appends are serialized.
+// concurrent use; writes are serialized, syncs shared (see SyncAlways).
 type FileSink struct {
+	// syncMu serializes syncs (SyncAlways) and is taken before mu, never
+	// after it; durable is the Seq up to which the log and the head file
+	// are on stable storage (under syncMu).
+	syncMu  sync.Mutex
+	durable int64
+	syncs   int64 // syncs run by syncTo (tests)
 	mu      sync.Mutex
 	dir     string
 	opts    FileOptions
@@ -312,30 +321,103 @@ func (s *FileSink) Head() Head {
 
 // Append seals rec (see Record.Seal; it sets rec's Seq, PrevHash and Hash
 // and normalizes it) and appends it. With SyncAlways it is on stable storage
-// when Append returns nil. After a write error the sink refuses further
-// appends (the file may end in a partial line that only reopening repairs).
+// when Append returns nil. After a write or sync error the sink refuses
+// further appends (the file may end in a partial line that only reopening
+// repairs, and a failed fsync may have dropped what it was writing).
 func (s *FileSink) Append(rec *Record) error {
 	return s.AppendBatch([]*Record{rec})
 }
 
-// AppendBatch appends recs in order, like Append, with one write and one
-// sync per file touched.
+// AppendBatch appends recs in order, like Append, with one write per file
+// touched and the syncs shared with concurrent appends.
 func (s *FileSink) AppendBatch(recs []*Record) error {
+	target, err := s.write(recs)
+	if err != nil || s.opts.Sync != SyncAlways {
+		return err
+	}
+	return s.syncTo(target)
+}
+
+// AppendNoSync appends rec like Append but returns once it is written,
+// without waiting for stable storage; the next sync (any later Append's,
+// Sync, Close) makes it durable, together with what came before it. The
+// head file is not moved past it until then, so it never runs ahead of the
+// data. The pipeline uses it for the start record of a call whose tool
+// cannot change anything (store.AdmitRequest.NoSync).
+func (s *FileSink) AppendNoSync(rec *Record) error {
+	_, err := s.write([]*Record{rec})
+	return err
+}
+
+// write appends recs under mu and returns the Seq of the last one.
+func (s *FileSink) write(recs []*Record) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return 0, ErrClosed
 	}
 	if s.err != nil {
-		return s.err
+		return 0, s.err
 	}
 	if err := s.appendLocked(recs); err != nil {
-		var ioe *ioError
-		if errors.As(err, &ioe) {
-			s.err = fmt.Errorf("audit: sink failed, reopen it: %w", ioe.err)
-		}
+		s.fail(err)
+		return 0, err
+	}
+	return s.head.Seq, nil
+}
+
+// fail makes an I/O error sticky (under mu).
+func (s *FileSink) fail(err error) {
+	var ioe *ioError
+	if errors.As(err, &ioe) {
+		s.err = fmt.Errorf("audit: sink failed, reopen it: %w", ioe.err)
+	}
+}
+
+// syncTo returns once every record up to seq target is on stable storage:
+// at once if a sync since its write covered it, else after a sync of its
+// own (of the current log file, then the head file with the head as the
+// sync began), which covers whatever else was written before it. Records
+// of earlier files were synced when the sink rotated away from them.
+func (s *FileSink) syncTo(target int64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.durable >= target {
+		return nil
+	}
+	s.mu.Lock()
+	f, head, err, closed := s.f, s.head, s.err, s.closed
+	s.mu.Unlock()
+	if err != nil {
 		return err
 	}
+	if closed {
+		// Close synced everything it had (it takes syncMu first).
+		return nil
+	}
+	s.syncs++
+	if f != nil {
+		err = f.Sync()
+		if err != nil && errors.Is(err, os.ErrClosed) {
+			// Rotated away meanwhile: rotate synced it before closing.
+			err = nil
+		}
+		if err != nil {
+			err = &ioError{fmt.Errorf("audit: sync: %w", err)}
+		}
+	}
+	if err == nil {
+		err = s.writeHead(head, true)
+	}
+	if err != nil {
+		s.mu.Lock()
+		if s.err == nil {
+			s.fail(&ioError{err})
+		}
+		s.mu.Unlock()
+		return err
+	}
+	s.durable = head.Seq
 	return nil
 }
 
@@ -369,15 +451,13 @@ func (s *FileSink) appendLocked(recs []*Record) error {
 		if _, err := s.f.Write(s.buf.Bytes()); err != nil {
 			return &ioError{fmt.Errorf("audit: write: %w", err)}
 		}
-		if s.opts.Sync == SyncAlways {
-			if err := s.f.Sync(); err != nil {
-				return &ioError{fmt.Errorf("audit: sync: %w", err)}
-			}
-		}
 		s.head = head
 		s.inFile += n
-		if err := s.writeHead(s.opts.Sync == SyncAlways); err != nil {
-			return &ioError{err}
+		if s.opts.Sync == SyncNever {
+			// With SyncAlways the head is written by syncTo, after the data.
+			if err := s.writeHead(head, false); err != nil {
+				return &ioError{err}
+			}
 		}
 		recs = recs[n:]
 	}
@@ -461,8 +541,10 @@ func syncDir(dir string) error {
 
 // writeHead rewrites the fixed-size head line in place (one small write at
 // offset 0, atomic in practice on every disk and file system we target).
-func (s *FileSink) writeHead(sync bool) error {
-	b, _ := json.Marshal(s.head) // a Head always marshals
+// Its callers serialize it: under mu with SyncNever, under syncMu (and mu
+// in Close) with SyncAlways.
+func (s *FileSink) writeHead(head Head, sync bool) error {
+	b, _ := json.Marshal(head) // a Head always marshals
 	line := make([]byte, headSize+1)
 	copy(line, b)
 	for i := len(b); i < headSize; i++ {
@@ -483,6 +565,8 @@ func (s *FileSink) writeHead(sync bool) error {
 // Sync forces written records and the head to stable storage (useful with
 // SyncNever).
 func (s *FileSink) Sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -491,17 +575,25 @@ func (s *FileSink) Sync() error {
 	return s.syncLocked()
 }
 
+// syncLocked syncs the log file and writes and syncs the head (under
+// syncMu and mu).
 func (s *FileSink) syncLocked() error {
 	if s.f != nil {
 		if err := s.f.Sync(); err != nil {
 			return fmt.Errorf("audit: sync: %w", err)
 		}
 	}
-	return s.writeHead(true)
+	if err := s.writeHead(s.head, true); err != nil {
+		return err
+	}
+	s.durable = s.head.Seq
+	return nil
 }
 
 // Close syncs and closes the sink. It is idempotent.
 func (s *FileSink) Close() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -510,7 +602,9 @@ func (s *FileSink) Close() error {
 	s.closed = true
 	var err error
 	if s.err == nil {
-		err = s.syncLocked()
+		if err = s.syncLocked(); err != nil {
+			s.err = err // an Append still waiting for a sync gets it (syncTo)
+		}
 	}
 	return errors.Join(err, s.closeFiles())
 }

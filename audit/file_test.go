@@ -7,8 +7,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -411,4 +413,102 @@ func FuzzVerifyDir(f *testing.F) {
 			prev = Head{Seq: rec.Seq, Hash: rec.Hash}
 		}
 	})
+}
+
+// The same with SyncAlways and rotation: concurrent appends share syncs,
+// across file boundaries, and the trail verifies.
+func TestFileSinkConcurrentAppendsSyncAlways(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, FileOptions{MaxRecords: 7})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 20 {
+				var err error
+				if i%3 == 0 {
+					err = s.AppendNoSync(sampleRecord(g*100 + i))
+				} else {
+					err = s.Append(sampleRecord(g*100 + i))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := readHead(dir); err != nil || h.Seq != 16*20 {
+		t.Fatalf("head after close: %+v %v", h, err)
+	}
+	if err := VerifyDir(dir); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Appends that arrive while a sync runs wait for it, and one sync then
+// covers all of them: ten appends written while the sync lock is held
+// cost at most one sync after it is released (the first waiter's), and
+// none returns before.
+func TestFileSinkGroupsSyncs(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, FileOptions{})
+	fill(t, s, 1)
+	s.syncMu.Lock() // a sync in progress
+	var returned atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			if err := s.Append(sampleRecord(i)); err != nil {
+				t.Error(err)
+			}
+			returned.Add(1)
+		})
+	}
+	for s.Head().Seq < 11 {
+		runtime.Gosched()
+	}
+	if n := returned.Load(); n != 0 {
+		t.Fatalf("%d appends returned while their sync could not run", n)
+	}
+	if h, _ := readHead(dir); h.Seq != 1 {
+		t.Fatalf("head file moved to %d before the data was synced", h.Seq)
+	}
+	durable, syncs := s.durable, s.syncs
+	s.syncMu.Unlock()
+	wg.Wait()
+	if h, _ := readHead(dir); h.Seq != 11 || s.durable != 11 || durable != 1 {
+		t.Fatalf("after the group sync: head file %+v, durable %d (was %d)", h, s.durable, durable)
+	}
+	if n := s.syncs - syncs; n != 1 {
+		t.Fatalf("%d syncs for ten appends written during one sync, want 1", n)
+	}
+}
+
+// AppendNoSync returns without waiting for a sync and does not move the
+// head file; the next Append's sync covers it.
+func TestFileSinkAppendNoSync(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink(t, dir, FileOptions{})
+	fill(t, s, 2)
+	s.syncMu.Lock() // no sync can run: AppendNoSync must not need one
+	if err := s.AppendNoSync(sampleRecord(3)); err != nil {
+		t.Fatal(err)
+	}
+	s.syncMu.Unlock()
+	if h, _ := readHead(dir); h.Seq != 2 {
+		t.Fatalf("head file at %d after AppendNoSync, want 2 (it must not run ahead of synced data)", h.Seq)
+	}
+	if err := s.Append(sampleRecord(4)); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := readHead(dir); h.Seq != 4 || s.durable != 4 {
+		t.Fatalf("head file at %+v, durable %d after the next Append, want 4", h, s.durable)
+	}
+	if err := VerifyDir(dir); err != nil {
+		t.Fatal(err)
+	}
 }

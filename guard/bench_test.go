@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,18 +60,33 @@ func benchPipeline(b *testing.B, f *fixture) {
 // BenchmarkPipelineNoopSQLite: target ≥ 100,000 calls/s (not met yet; see
 // docs/benchmarks.md). The sub-benchmarks are the two durability settings
 // (docs/storage.md): FULL, the default, fsyncs every group commit.
+//
+// The "+file" case adds the JSONL audit trail (SyncAlways) that the CLI and
+// armory serve keep beside the store.
 func BenchmarkPipelineNoopSQLite(b *testing.B) {
-	for _, sync := range []string{"FULL", "NORMAL"} {
-		b.Run("synchronous="+sync, func(b *testing.B) {
+	for _, tc := range []struct {
+		name, sync string
+		file       bool
+	}{{"synchronous=FULL", "FULL", false}, {"synchronous=NORMAL", "NORMAL", false}, {"synchronous=FULL+file", "FULL", true}} {
+		b.Run(tc.name, func(b *testing.B) {
 			f := newFixture(b)
 			f.st.Close()
-			st, err := sqlite.OpenWith(f.db, sqlite.Options{Synchronous: sync})
+			st, err := sqlite.OpenWith(f.db, sqlite.Options{Synchronous: tc.sync})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer st.Close()
 			f.st = st
-			if f.p, err = New(f.h, Options{Store: st}); err != nil {
+			opts := Options{Store: st}
+			if tc.file {
+				sink, err := audit.OpenFile(filepath.Join(f.dir, ".armory", "audit"), audit.FileOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer sink.Close()
+				opts.AuditFile = sink
+			}
+			if f.p, err = New(f.h, opts); err != nil {
 				b.Fatal(err)
 			}
 			benchPipeline(b, f)

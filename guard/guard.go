@@ -55,7 +55,6 @@ type Pipeline struct {
 
 	schemas sync.Map // tool name → *compiledSchema
 	repeats repeatTracker
-	fileMu  sync.Mutex
 }
 
 // New builds the pipeline for h and registers the approval tools of every
@@ -328,19 +327,20 @@ func cloneStages(st []audit.Stage) []audit.Stage {
 	return out
 }
 
-// appendAudit writes rec to the store and, when configured, the file sink.
+// appendAudit writes rec to the store and, when configured, the file sink,
+// both at once (each trail chains it on its own), so that the call waits for
+// the slower of the two syncs rather than their sum. It returns once both
+// are durable, with the store's error first.
 func (p *Pipeline) appendAudit(ctx context.Context, rec *audit.Record) error {
-	if err := p.st.AppendAudit(ctx, rec); err != nil {
-		return err
+	if p.opts.AuditFile == nil {
+		return p.st.AppendAudit(ctx, rec)
 	}
-	if p.opts.AuditFile != nil {
-		fr := rec.Clone()
-		p.fileMu.Lock()
-		err := p.opts.AuditFile.Append(fr)
-		p.fileMu.Unlock()
-		if err != nil {
-			return fmt.Errorf("audit file: %w", err)
-		}
+	fr := rec.Clone()
+	ferr := make(chan error, 1)
+	go func() { ferr <- p.opts.AuditFile.Append(fr) }()
+	err := p.st.AppendAudit(ctx, rec)
+	if fe := <-ferr; fe != nil && err == nil {
+		err = fmt.Errorf("audit file: %w", fe)
 	}
-	return nil
+	return err
 }

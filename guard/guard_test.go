@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -379,5 +381,65 @@ func TestEffectFree(t *testing.T) {
 		if m := upstream.Manifest(stdio, ro); effectFree(m) {
 			t.Errorf("upstream tool (stdio %v) annotated read-only counts as effect-free: %+v", stdio, m)
 		}
+	}
+}
+
+// With the JSONL trail beside the store (as the CLI and armory serve run),
+// both trails hold the same records — start and finish of each call, in each
+// call's order, refusals included — whatever mix of relaxed and durable
+// records concurrent calls write, and both verify.
+func TestFileTrailMatchesStore(t *testing.T) {
+	f := newFixture(t)
+	dir := filepath.Join(f.dir, ".armory", "audit")
+	sink, err := audit.OpenFile(dir, audit.FileOptions{MaxRecords: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.p, err = New(f.h, Options{Store: f.st, AuditFile: sink, PollInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct{ agent, tool, args string }{
+		{"dev", "test.noop", `{}`},                          // effect-free: relaxed start
+		{"ops", "test.write", `{"path":"a","content":"x"}`}, // durable start
+		{"dev", "test.deny", `{}`},                          // refused: finish only
+		{"dev", "test.args", `{"n":"not a number"}`},        // invalid arguments
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		c := calls[i%len(calls)]
+		wg.Go(func() {
+			f.p.Execute(context.Background(), Call{Agent: c.agent, Tool: c.tool, Session: fmt.Sprint("s", i%8), Args: json.RawMessage(c.args)})
+		})
+	}
+	wg.Wait()
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.VerifyDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.VerifyAudit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	key := func(r *audit.Record) string {
+		return r.ID + " " + string(r.Phase) + " " + string(r.Status) + " " + r.Tool + " " + string(r.Args)
+	}
+	var fromFile, fromStore []string
+	for r, err := range audit.ReadDir(dir, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromFile = append(fromFile, key(r))
+	}
+	if err := f.st.IterAudit(context.Background(), func(r *audit.Record) error {
+		fromStore = append(fromStore, key(r))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(fromFile)
+	slices.Sort(fromStore)
+	if len(fromStore) < 40 || !slices.Equal(fromFile, fromStore) {
+		t.Fatalf("trails differ: %d records in the file, %d in the store", len(fromFile), len(fromStore))
 	}
 }

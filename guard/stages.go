@@ -270,10 +270,16 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	}
 	s.admit = nil
 	if p.opts.AuditFile != nil {
+		// The file sink's own durability follows the store's: a start record
+		// the store committed without an fsync is written without waiting
+		// for one here either (the finish record's sync covers both).
 		fr := rec.Clone()
-		p.fileMu.Lock()
-		err := p.opts.AuditFile.Append(fr)
-		p.fileMu.Unlock()
+		var err error
+		if req.NoSync {
+			err = p.opts.AuditFile.AppendNoSync(fr)
+		} else {
+			err = p.opts.AuditFile.Append(fr)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("audit file: %w", err)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/server"
@@ -68,6 +69,7 @@ type benchArmory struct {
 type armoryConfig struct {
 	opts        server.Options
 	synchronous string // SQLite synchronous setting ("" = FULL, the default)
+	noFileSink  bool   // without the JSONL audit trail that armory serve keeps beside the store
 	upstream    string // when set, the world's mcp_servers "up" (url), whose tool noop is mcp.up.noop (auto)
 }
 
@@ -118,7 +120,17 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		b.Fatal(err)
 	}
 	cfg.opts.Addr = ln.Addr().String()
-	srv, err := server.New(h, guard.Options{Store: st}, cfg.opts)
+	gopts := guard.Options{Store: st}
+	if !cfg.noFileSink {
+		// As armory serve: the JSONL trail in <world>/.armory/audit, SyncAlways.
+		sink, err := audit.OpenFile(filepath.Join(dir, ".armory", "audit"), audit.FileOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { sink.Close() })
+		gopts.AuditFile = sink
+	}
+	srv, err := server.New(h, gopts, cfg.opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -351,9 +363,11 @@ func BenchmarkMCPNoopCall(b *testing.B) {
 //     server. This is the hop the target (≤ 150 µs) is about.
 //   - builtin: Armory's own no-op built-in vs the bare server: what the
 //     gateway adds without the second MCP round trip.
-//   - builtin_tokencache=off, builtin_sync=NORMAL: the same with the token
-//     cache off, and with SQLite synchronous=NORMAL (no fsync per commit),
-//     to show where the time goes.
+//   - builtin_tokencache=1s, builtin_sync=NORMAL, builtin_nofilesink: the
+//     same with a time-based token cache, with SQLite synchronous=NORMAL (no
+//     fsync per commit), and without the JSONL audit trail (which Armory
+//     keeps, as armory serve does, in every other case), to show where the
+//     time goes.
 func BenchmarkMCPAddedLatency(b *testing.B) {
 	bare := startBenchBare(b)
 	cases := []struct {
@@ -365,6 +379,7 @@ func BenchmarkMCPAddedLatency(b *testing.B) {
 		{"builtin", armoryConfig{}, armoryNoop},
 		{"builtin_tokencache=1s", armoryConfig{opts: server.Options{TokenCacheTTL: time.Second}}, armoryNoop},
 		{"builtin_sync=NORMAL", armoryConfig{synchronous: "NORMAL"}, armoryNoop},
+		{"builtin_nofilesink", armoryConfig{noFileSink: true}, armoryNoop},
 	}
 	for _, tc := range cases {
 		a := startBenchArmory(b, tc.cfg)
