@@ -505,16 +505,23 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 				return fmt.Errorf("relax: %w", err)
 			}
 		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.String() != "COMMIT" {
-			return fmt.Errorf("commit: transaction ended with %q", tag.String())
-		}
-		return br.Close()
+		return endCommit(br)
 	}()
 	return head, gen, err
+}
+
+// endCommit reads the result of a pipeline's final COMMIT and closes the
+// batch. A transaction that failed earlier answers COMMIT with ROLLBACK,
+// which is an error here.
+func endCommit(br pgx.BatchResults) error {
+	tag, err := br.Exec()
+	if err != nil {
+		return err
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("commit: transaction ended with %q", tag.String())
+	}
+	return br.Close()
 }
 
 // countCommit counts a committed batch as durable or relaxed.
@@ -1153,14 +1160,7 @@ func (s *Store) admissionWrite(ctx context.Context, queue func(*pgx.Batch), read
 		if err := read(br); err != nil {
 			return err
 		}
-		tag, err := br.Exec()
-		if err != nil {
-			return err
-		}
-		if tag.String() != "COMMIT" {
-			return fmt.Errorf("transaction ended with %q", tag.String())
-		}
-		return br.Close()
+		return endCommit(br)
 	}()
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
 		if _, rerr := conn.Exec(context.Background(), "ROLLBACK"); rerr != nil {
