@@ -220,22 +220,3 @@ func TestArgsSizeLimit(t *testing.T) {
 		t.Fatalf("ran %d times", n)
 	}
 }
-
-// The repeat tracker forgets the oldest sessions past maxRepeatSessions.
-func TestRepeatTrackerBounded(t *testing.T) {
-	var r repeatTracker
-	r.init()
-	sum := [32]byte{1}
-	for i := 0; i < maxRepeatSessions+500; i++ {
-		r.note(fmt.Sprintf("s%d", i), sum)
-	}
-	if len(r.last) != maxRepeatSessions || len(r.order) != maxRepeatSessions {
-		t.Fatalf("tracked %d sessions (%d in order); the bound is %d", len(r.last), len(r.order), maxRepeatSessions)
-	}
-	if _, ok := r.last["s0"]; ok {
-		t.Fatal("the oldest session was kept")
-	}
-	if n := r.note(fmt.Sprintf("s%d", maxRepeatSessions+499), sum); n != 2 {
-		t.Fatalf("a recent session lost its count: %d", n)
-	}
-}

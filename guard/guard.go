@@ -54,7 +54,6 @@ type Pipeline struct {
 	opts Options
 
 	schemas sync.Map // tool name → *compiledSchema
-	repeats repeatTracker
 }
 
 // New builds the pipeline for h and registers the approval tools of every
@@ -70,7 +69,6 @@ func New(h *host.Host, opts Options) (*Pipeline, error) {
 		opts.PollInterval = 100 * time.Millisecond
 	}
 	p := &Pipeline{h: h, st: opts.Store, opts: opts}
-	p.repeats.init()
 	if err := p.registerApprovalTools(); err != nil {
 		return nil, err
 	}
@@ -162,6 +160,9 @@ type state struct {
 	// of the caps stage in stages.
 	admit     *store.AdmitRequest
 	capsStage int
+	// argsSum is the digest of the tool and its canonical arguments that
+	// loop detection compares (set by validate).
+	argsSum int64
 	// redacted is audit.Redact(c.Args), computed once for both records.
 	redacted json.RawMessage
 }

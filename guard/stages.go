@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/armory-dev/armory/access"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/screen"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -59,6 +60,9 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 type compiledSchema struct {
 	rs  *jsonschema.Resolved
 	err error
+	// ownJustification: the tool declares a "justification" property itself
+	// (registry.JustificationProperty), so the argument is the tool's.
+	ownJustification bool
 }
 
 // validate: the arguments are one JSON object that satisfies the tool's
@@ -85,12 +89,41 @@ func (p *Pipeline) validate(ctx context.Context, s *state) *refusal {
 	if dec.More() {
 		return fail("arguments must be one JSON object")
 	}
-	if _, ok := inst.(map[string]any); !ok {
+	obj, ok := inst.(map[string]any)
+	if !ok {
 		return fail("arguments must be a JSON object")
+	}
+	cs := p.schema(s.tool)
+	if v, has := obj[registry.JustificationProperty]; has && !cs.ownJustification {
+		// Armory's own argument (registry.WithJustification): taken out
+		// before validation, so the tool never sees it.
+		j, isStr := v.(string)
+		if !isStr {
+			return fail(fmt.Sprintf("%q must be a string", registry.JustificationProperty))
+		}
+		delete(obj, registry.JustificationProperty)
+		if s.c.Justification == "" {
+			s.c.Justification = j
+		}
+		re, err := json.Marshal(obj)
+		if err != nil {
+			return fail("arguments could not be re-encoded: " + err.Error())
+		}
+		raw = re
+	}
+	if n := len(s.c.Justification); n > registry.MaxJustificationBytes {
+		return fail(fmt.Sprintf("the justification is %d bytes; the limit is %d", n, registry.MaxJustificationBytes))
 	}
 	s.c.Args = raw
 	s.argsLower = decodedText(inst)
-	cs := p.schema(s.tool)
+	// Loop detection compares calls by tool and argument values (json.Marshal
+	// sorts keys), not by how the arguments were spelled.
+	canon, err := json.Marshal(obj)
+	if err != nil {
+		canon = raw
+	}
+	sum := sha256.Sum256(append([]byte(s.c.Tool+"\x00"), canon...))
+	s.argsSum = int64(binary.BigEndian.Uint64(sum[:8]))
 	if cs.err != nil {
 		s.stage("validate", "error", "the tool's input schema is invalid: "+cs.err.Error())
 		return refuse(audit.StatusError, armory.KindInternal, "The tool %s has an invalid input schema (%v); report this to the world's owner.", s.c.Tool, cs.err)
@@ -107,7 +140,7 @@ func (p *Pipeline) schema(t armory.Tool) *compiledSchema {
 	if v, ok := p.schemas.Load(name); ok {
 		return v.(*compiledSchema)
 	}
-	cs := &compiledSchema{}
+	cs := &compiledSchema{ownJustification: registry.DeclaresJustification(t.Spec().InputSchema)}
 	var sch jsonschema.Schema
 	raw := t.Spec().InputSchema
 	if len(raw) == 0 {
@@ -177,19 +210,17 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 		if n := counters["edits:"+editPath]; n >= 3 {
 			msg := fmt.Sprintf("Loop detected: %q edited %d times in this session. Justify continued editing or stop.", editPath, n)
 			s.stage("caps", "block", msg)
-			return refuse(audit.StatusBlocked, armory.KindBlocked, "%s (Call again with a \"justification\" to continue.)", msg)
+			return refuse(audit.StatusBlocked, armory.KindBlocked, "%s %s", msg, justifyHint)
 		}
-	}
-	sum := sha256.Sum256(append([]byte(s.c.Tool+"\x00"), s.c.Args...))
-	if n := p.repeats.note(sess, sum); n >= 5 && s.c.Justification == "" {
-		msg := fmt.Sprintf("Loop detected: %s called %d times in a row with identical arguments. Justify continuing or change your approach.", s.c.Tool, n)
-		s.stage("caps", "block", msg)
-		return refuse(audit.StatusBlocked, armory.KindBlocked, "%s (Call again with a \"justification\" to continue.)", msg)
 	}
 	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second}
 	add := func(name string) {
 		req.Acquire = append(req.Acquire, store.Acquisition{Counter: name, N: 1, Max: p.Limit(s.ag, name)})
 	}
+	// Repetition (the same tool with identical arguments, RepeatLimit times
+	// in a row) is decided by store.Admit, with the session's counters, so
+	// that it is exact across processes and replicas.
+	req.Repeat = &store.Repeat{Sum: s.argsSum, Max: RepeatLimit, Justified: s.c.Justification != ""}
 	add(world.LimitToolInvocations)
 	add(world.LimitStreamEvents)
 	if s.man.Category == armory.CatTerminal {
@@ -266,6 +297,9 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 		s.stages = s.stages[:s.capsStage]
 		s.approval = nil
 		h := res.Hit
+		if h.Counter == store.RepetitionCounter {
+			return p.loopDetected(s, h.Current), nil
+		}
 		return p.limitReached(ctx, s, capName(h.Counter), h.Current, h.Max), nil
 	}
 	s.admit = nil
@@ -301,6 +335,22 @@ func argPath(args json.RawMessage) string {
 	}
 	p := strings.TrimPrefix(a.Path, "@me/")
 	return path.Clean("/" + p)[1:]
+}
+
+// justifyHint tells a refused model how to continue past loop detection:
+// the "justification" argument is in every tool's rendered input schema.
+const justifyHint = `To continue anyway, call again with the same arguments plus a "justification" argument (a string: why repeating is right; it is audited). Otherwise change your approach.`
+
+// RepeatLimit is the run of identical calls (same tool, same arguments, in a
+// row, in one session) that loop detection refuses: the fifth.
+const RepeatLimit = 5
+
+// loopDetected is the refusal of a call that would repeat the session's
+// last call for the n+1-th time in a row.
+func (p *Pipeline) loopDetected(s *state, n int64) *refusal {
+	msg := fmt.Sprintf("Loop detected: %s called %d times in a row with identical arguments. Justify continuing or change your approach.", s.c.Tool, n+1)
+	s.stage("caps", "block", msg)
+	return refuse(audit.StatusBlocked, armory.KindBlocked, "%s %s", msg, justifyHint)
 }
 
 func (p *Pipeline) limitReached(ctx context.Context, s *state, name string, cur, max int64) *refusal {
@@ -426,45 +476,6 @@ func rules(rs []world.PermRule) []access.Rule {
 		out[i] = access.Rule{Tool: r.Tool, Level: r.Level}
 	}
 	return out
-}
-
-// repeatTracker counts, per session, how many times in a row the same tool
-// was called with identical arguments. It is per process and bounded: it
-// forgets the oldest sessions past maxSessions.
-type repeatTracker struct {
-	mu    sync.Mutex
-	last  map[string]repeat
-	order []string
-}
-
-type repeat struct {
-	sum   [32]byte
-	count int
-}
-
-const maxRepeatSessions = 10_000
-
-func (r *repeatTracker) init() { r.last = map[string]repeat{} }
-
-// note records a call and returns how many times in a row it has now been made.
-func (r *repeatTracker) note(session string, sum [32]byte) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	prev, ok := r.last[session]
-	if !ok {
-		if len(r.order) >= maxRepeatSessions {
-			delete(r.last, r.order[0])
-			r.order = r.order[1:]
-		}
-		r.order = append(r.order, session)
-	}
-	if ok && prev.sum == sum {
-		prev.count++
-	} else {
-		prev = repeat{sum: sum, count: 1}
-	}
-	r.last[session] = prev
-	return prev.count
 }
 
 // decodedText is every key and value of decoded JSON arguments, as text,

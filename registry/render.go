@@ -151,7 +151,7 @@ func OpenAI(specs []armory.Spec) ([]byte, *NameMap, error) {
 	}
 	out := make([]openAITool, len(specs))
 	for i, s := range specs {
-		out[i] = openAITool{Type: "function", Function: openAIFunction{Name: m.API(s.Name), Description: s.Description, Parameters: schemaOrEmpty(s.InputSchema)}}
+		out[i] = openAITool{Type: "function", Function: openAIFunction{Name: m.API(s.Name), Description: s.Description, Parameters: WithJustification(schemaOrEmpty(s.InputSchema))}}
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	return b, m, err
@@ -171,7 +171,7 @@ func Anthropic(specs []armory.Spec) ([]byte, *NameMap, error) {
 	}
 	out := make([]anthropicTool, len(specs))
 	for i, s := range specs {
-		out[i] = anthropicTool{Name: m.API(s.Name), Description: s.Description, InputSchema: schemaOrEmpty(s.InputSchema)}
+		out[i] = anthropicTool{Name: m.API(s.Name), Description: s.Description, InputSchema: WithJustification(schemaOrEmpty(s.InputSchema))}
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	return b, m, err
@@ -192,7 +192,7 @@ func MCPTools(tools []armory.Tool) []MCPTool {
 	out := make([]MCPTool, len(tools))
 	for i, t := range tools {
 		s := t.Spec()
-		out[i] = MCPTool{Name: s.Name, Description: s.Description, InputSchema: schemaOrEmpty(s.InputSchema), OutputSchema: s.OutputSchema, Annotations: t.Manifest().Annotations()}
+		out[i] = MCPTool{Name: s.Name, Description: s.Description, InputSchema: WithJustification(schemaOrEmpty(s.InputSchema)), OutputSchema: s.OutputSchema, Annotations: t.Manifest().Annotations()}
 	}
 	return out
 }

@@ -117,7 +117,11 @@ type Store interface {
 	// first limit hit (runtime first, then the acquisitions in order). The
 	// session clock is started either way. Admit shares AppendAudit's group
 	// commit (concurrent calls share one transaction) and its result is
-	// durable when it returns. On admission req.Record receives its
+	// durable when it returns. Admit also decides req.Repeat (loop
+	// detection across processes: before the acquisitions, refused with
+	// Hit.Counter RepetitionCounter) and, on admission, records the
+	// session's last activity (counter ActivityCounter, Unix µs of the
+	// batch). On admission req.Record receives its
 	// committed form, as with AppendAudit. If ctx ends first Admit returns
 	// ctx.Err(), and the admission may still be committed. Errors:
 	// ErrInvalid (nil Record, an acquisition with N < 0 or no counter, a
@@ -278,7 +282,39 @@ type AdmitRequest struct {
 	// of a call whose tool cannot change anything (its finish record, always
 	// durable, then covers it): see docs/storage.md, "Durability".
 	NoSync bool
+	// Repeat, when set, is the call's repetition check: the session keeps
+	// the digest of its last admitted call and how many admitted calls in a
+	// row had it (counters RepeatSumCounter and RepeatCountCounter); a call
+	// with the same digest that would make the run reach Max is refused
+	// unless Justified.
+	Repeat *Repeat
 }
+
+// Repeat is an admission's repetition check (AdmitRequest.Repeat).
+type Repeat struct {
+	// Sum is a digest of the tool and its arguments (any 64 bits of a
+	// cryptographic hash).
+	Sum int64
+	// Max is the run length that is refused: the Max-th identical call in a
+	// row. Max ≤ 1 disables the check.
+	Max int64
+	// Justified lets the call through (its run still counts).
+	Justified bool
+}
+
+// Reserved counter names, kept with the session's other counters (so that
+// they are exact across processes and reset with them). Counters whose name
+// starts with "~" are bookkeeping, not caps: surfaces do not list them.
+const (
+	// RepetitionCounter is LimitHit.Counter for a refused repetition
+	// (Current: identical admitted calls in a row, Max: Repeat.Max).
+	RepetitionCounter = "repetition"
+	// ActivityCounter is the session's last admission (Unix µs).
+	ActivityCounter = "~last_activity_us"
+	// RepeatSumCounter and RepeatCountCounter are the repetition state.
+	RepeatSumCounter   = "~repeat_sum"
+	RepeatCountCounter = "~repeat_count"
+)
 
 // CommitCounts is how many group commits a backend's committer has made,
 // by durability: Durable ones waited for stable storage, Relaxed ones

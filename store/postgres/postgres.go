@@ -561,8 +561,7 @@ func admissionKeys(entries []commit.Entry) ([]string, []commit.Key) {
 				seenS[a.Session] = true
 				sessions = append(sessions, a.Session)
 			}
-			for _, acq := range a.Acquire {
-				k := commit.Key{Session: a.Session, Name: acq.Counter}
+			for _, k := range a.Keys() {
 				if !seenK[k] {
 					seenK[k] = true
 					keys = append(keys, k)

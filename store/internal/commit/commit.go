@@ -96,6 +96,10 @@ func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error
 // request must have passed store.CheckAdmit.
 func (b *Batcher) Admit(ctx context.Context, req *store.AdmitRequest, closedErr error) (store.AdmitResult, error) {
 	a := &Admission{Session: req.Session, Acquire: append([]store.Acquisition(nil), req.Acquire...), MaxRuntime: req.MaxRuntime}
+	if req.Repeat != nil {
+		r := *req.Repeat
+		a.Repeat = &r
+	}
 	if err := b.submit(ctx, req.Record, a, req.NoSync, closedErr); err != nil {
 		return store.AdmitResult{}, err
 	}

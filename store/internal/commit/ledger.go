@@ -15,7 +15,22 @@ type Admission struct {
 	Session    string
 	Acquire    []store.Acquisition
 	MaxRuntime time.Duration
+	Repeat     *store.Repeat
 	Result     store.AdmitResult
+}
+
+// Keys returns the counters a's decision reads or writes (its acquisitions
+// and the bookkeeping counters), possibly with repeats.
+func (a *Admission) Keys() []Key {
+	keys := make([]Key, 0, len(a.Acquire)+3)
+	for _, acq := range a.Acquire {
+		keys = append(keys, Key{a.Session, acq.Counter})
+	}
+	keys = append(keys, Key{a.Session, store.ActivityCounter})
+	if a.Repeat != nil {
+		keys = append(keys, Key{a.Session, store.RepeatSumCounter}, Key{a.Session, store.RepeatCountCounter})
+	}
+	return keys
 }
 
 // Key names one session counter.
@@ -190,6 +205,25 @@ func (l *Ledger) Decide(a *Admission) error {
 			return nil
 		}
 	}
+	var runLen int64
+	if r := a.Repeat; r != nil {
+		sum, err := l.value(Key{a.Session, store.RepeatSumCounter})
+		if err != nil {
+			return err
+		}
+		n, err := l.value(Key{a.Session, store.RepeatCountCounter})
+		if err != nil {
+			return err
+		}
+		runLen = 1
+		if n > 0 && sum == r.Sum {
+			runLen = n + 1
+		}
+		if r.Max > 1 && runLen >= r.Max && !r.Justified {
+			a.Result.Hit = &store.LimitHit{Counter: store.RepetitionCounter, Current: runLen - 1, Max: r.Max}
+			return nil
+		}
+	}
 	next := make([]int64, len(a.Acquire))
 	for i, acq := range a.Acquire {
 		k := Key{a.Session, acq.Counter}
@@ -218,8 +252,18 @@ func (l *Ledger) Decide(a *Admission) error {
 		l.c.values[k] = next[i]
 		l.dirty[k] = true
 	}
+	if r := a.Repeat; r != nil {
+		l.set(Key{a.Session, store.RepeatSumCounter}, r.Sum)
+		l.set(Key{a.Session, store.RepeatCountCounter}, runLen)
+	}
+	l.set(Key{a.Session, store.ActivityCounter}, l.nowUS)
 	a.Result.Admitted = true
 	return nil
+}
+
+func (l *Ledger) set(k Key, v int64) {
+	l.c.values[k] = v
+	l.dirty[k] = true
 }
 
 // Dirty returns the counters the batch changed, sorted, with their new

@@ -3,6 +3,7 @@ package commit
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,7 +108,7 @@ func TestLedgerBatch(t *testing.T) {
 			admitted++
 		}
 	}
-	keys, values := l.Dirty()
+	keys, values := caps(l.Dirty())
 	if admitted != 2 || len(keys) != 2 || keys[0].Name != "a" || values[0] != 3 || values[1] != 4 {
 		t.Fatalf("admitted %d, dirty %v %v", admitted, keys, values)
 	}
@@ -159,7 +160,7 @@ func TestCacheAcrossBatches(t *testing.T) {
 	if started, _ := l.Started(); len(started) != 0 || m.reads != 3 {
 		t.Fatalf("batch 2: started %v, %d reads (want none new)", started, m.reads)
 	}
-	if keys, values := l.Dirty(); len(keys) != 1 || values[0] != 3 {
+	if keys, values := caps(l.Dirty()); len(keys) != 1 || values[0] != 3 {
 		t.Fatalf("batch 2 dirty %v %v", keys, values)
 	}
 
@@ -183,8 +184,63 @@ func TestCacheAcrossBatches(t *testing.T) {
 		if err := l.Decide(a); err != nil || !a.Result.Admitted {
 			t.Fatalf("session %d: %v %+v", i, err, a.Result)
 		}
-		if small.Len() > 3+2 { // the bound plus one batch's keys
+		if small.Len() > 3+3 { // the bound plus one batch's keys (start, a, last activity)
 			t.Fatalf("cache holds %d entries, bound 3", small.Len())
 		}
+	}
+}
+
+// caps drops the bookkeeping counters ("~…") from Dirty's result.
+func caps(keys []Key, values []int64) ([]Key, []int64) {
+	var k []Key
+	var v []int64
+	for i, key := range keys {
+		if !strings.HasPrefix(key.Name, "~") {
+			k, v = append(k, key), append(v, values[i])
+		}
+	}
+	return k, v
+}
+
+// Repetition: the Max-th identical admission in a row is refused (and takes
+// nothing), a justified one passes and still counts, another digest starts
+// a new run; the state lives in the session's counters.
+func TestLedgerRepeat(t *testing.T) {
+	m := &memState{starts: map[string]int64{}, overrides: map[string]map[string]int64{}, counters: map[Key]int64{}}
+	l := NewLedger(m, time.Now())
+	try := func(sum int64, justified bool) *store.AdmitResult {
+		t.Helper()
+		a := &Admission{Session: "s", Acquire: []store.Acquisition{{Counter: "calls", N: 1, Max: 100}},
+			Repeat: &store.Repeat{Sum: sum, Max: 3, Justified: justified}}
+		if err := l.Decide(a); err != nil {
+			t.Fatal(err)
+		}
+		return &a.Result
+	}
+	for i := range 2 {
+		if r := try(7, false); !r.Admitted {
+			t.Fatalf("call %d refused: %+v", i+1, r.Hit)
+		}
+	}
+	r := try(7, false)
+	if r.Admitted || *r.Hit != (store.LimitHit{Counter: store.RepetitionCounter, Current: 2, Max: 3}) {
+		t.Fatalf("third identical call: %+v %+v", r.Admitted, r.Hit)
+	}
+	if !try(7, true).Admitted {
+		t.Fatal("a justified call was refused")
+	}
+	if try(7, false).Admitted {
+		t.Fatal("the call after a justified one was admitted")
+	}
+	if !try(8, false).Admitted || !try(7, false).Admitted {
+		t.Fatal("a different call did not start a new run")
+	}
+	keys, values := l.Dirty()
+	got := map[string]int64{}
+	for i, k := range keys {
+		got[k.Name] = values[i]
+	}
+	if got["calls"] != 5 || got[store.RepeatSumCounter] != 7 || got[store.RepeatCountCounter] != 1 || got[store.ActivityCounter] == 0 {
+		t.Fatalf("dirty %v", got)
 	}
 }
