@@ -108,6 +108,16 @@ type Store interface {
 	// use (the first caller wins across processes).
 	SessionStart(ctx context.Context, session string) (time.Time, error)
 
+	// GetSession returns what the store knows of the session (a session
+	// without a recorded start has a zero Started; that is not an error).
+	// It changes nothing.
+	GetSession(ctx context.Context, session string) (SessionInfo, error)
+	// SessionGenerations returns the sessions named base, or base followed
+	// by "#" and anything, that have a recorded start, longest then greatest
+	// name first (base#10 before base#9 before base), at most limit (at most
+	// MaxSessionGenerations; ≤ 0 means that).
+	SessionGenerations(ctx context.Context, base string, limit int) ([]SessionInfo, error)
+
 	// Admit is the atomic, group-committed admission of one call: with
 	// respect to every other Store on the database, in any process, it
 	// starts the session clock on first use (as SessionStart does), checks

@@ -66,7 +66,15 @@ type Policy struct {
 	Patterns        []Pattern
 	Limits          map[string]Limit
 	ApprovalTimeout time.Duration // how long an approval agent may take (default 60s)
+	// SessionIdleTimeout ends an unnamed session (the one of calls that
+	// name none) after this long without a call; the next call opens a new
+	// one (default 10m, world-config.yaml session_idle_timeout).
+	SessionIdleTimeout time.Duration
 }
+
+// DefaultSessionIdleTimeout is how long an unnamed session may stay idle
+// before the next call opens a new one.
+const DefaultSessionIdleTimeout = 10 * time.Minute
 
 // DefaultApprovalTimeout is how long an approval agent has before a request
 // goes to the human queue.

@@ -131,7 +131,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots", "mcp_servers"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "session_idle_timeout", "sandbox", "roots", "mcp_servers"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -152,7 +152,7 @@ func Load(dir string) (*World, error) {
 	}
 	var ds Diagnostics
 	w := &World{Dir: abs, Toolboxes: map[string]*Toolbox{}, WorkspaceRoot: filepath.Join(abs, "workspaces"), Roots: map[string]string{},
-		Policy: Policy{Limits: map[string]Limit{}, ApprovalTimeout: DefaultApprovalTimeout}}
+		Policy: Policy{Limits: map[string]Limit{}, ApprovalTimeout: DefaultApprovalTimeout, SessionIdleTimeout: DefaultSessionIdleTimeout}}
 	w.parseConfig(data, &ds)
 	w.loadToolboxes(&ds)
 	w.loadAgents(&ds)
@@ -220,6 +220,10 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 		case "approval_timeout":
 			if d, ok := r.duration(p.v, "approval_timeout", time.Hour); ok {
 				w.Policy.ApprovalTimeout = d
+			}
+		case "session_idle_timeout":
+			if d, ok := r.duration(p.v, "session_idle_timeout", 24*time.Hour); ok {
+				w.Policy.SessionIdleTimeout = d
 			}
 		case "roots":
 			w.parseRoots(r, p.v)

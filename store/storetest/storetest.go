@@ -55,6 +55,8 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitInvalidAndClosed", testAdmitInvalid},
 		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
 		{"AdmitNoSync", testAdmitNoSync},
+		{"AdmitRepeatTwoStores", testAdmitRepeatTwoStores},
+		{"SessionGenerations", testSessionGenerations},
 		{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
 		{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
 		{"CacheManySessions", testCacheManySessions},
