@@ -132,7 +132,7 @@ func (p *Pipeline) awaitDecision(ctx context.Context, s *state) Outcome {
 	}
 	return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: a.ID, Permission: a.Level,
 		Stages: s.stages, Reasons: reasonsOf(s.stages),
-		Result: fmt.Sprintf("Waiting for approval %s from %s. Retry later with the approval id: armory call --resume %s (a human decides with: armory approvals approve|deny %s).", a.ID, who, a.ID, a.ID)}
+		Result: pendingText(a.ID, who), Human: humanText(a.ID, who)}
 }
 
 // waitWithEscalation waits until the approval is final or ctx ends. An
@@ -232,7 +232,8 @@ func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
 		select {
 		case <-ctx.Done():
 			return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: a.ID,
-				Result: fmt.Sprintf("The approved call %s is still running; retry with armory call --resume %s.", a.ID, a.ID)}
+				Result: "The approved call is still running (approval " + a.ID + "). Wait, then call this tool again with the same arguments to get its result.",
+				Human:  "The call continues with: armory call --resume " + a.ID}
 		case <-time.After(p.opts.PollInterval):
 		}
 	}

@@ -21,7 +21,9 @@ func TestInvocationCapAndExtend(t *testing.T) {
 		}
 	}
 	o := f.call("plain", "test.noop", `{"i":3}`)
-	if o.Status != audit.StatusBlocked || !strings.HasPrefix(o.Result, "Safety limit reached: tool_invocations (3/3)") || !strings.Contains(o.Result, "Remaining budget:") || !strings.Contains(o.Result, "armory session extend plain:default tool_invocations N") {
+	if o.Status != audit.StatusBlocked || !strings.HasPrefix(o.Result, "Safety limit reached: tool_invocations (3/3)") || !strings.Contains(o.Result, "Remaining budget:") ||
+		!strings.Contains(o.Human, "armory session extend plain:default tool_invocations N") || !strings.Contains(o.Human, "armory session reset plain:default") ||
+		!strings.Contains(o.Human, "new session") || !strings.Contains(o.Result, "report back") || strings.Contains(o.Result, "armory ") {
 		t.Fatalf("outcome = %+v", o)
 	}
 	if err := f.st.SetLimitOverride(context.Background(), "plain:default", "tool_invocations", 5); err != nil {
@@ -105,25 +107,133 @@ func TestLoopDetectionRepeats(t *testing.T) {
 		}
 	}
 	o := f.call("ops", "test.noop", `{"same":true}`)
-	if o.Status != audit.StatusBlocked || !strings.Contains(o.Result, "Loop detected: test.noop called 5 times in a row with identical arguments") {
+	if o.Status != audit.StatusBlocked || !strings.Contains(o.Result, "Loop detected: test.noop called 5 times in a row with identical arguments") ||
+		!strings.Contains(o.Result, `"justification" argument`) {
 		t.Fatalf("5th: %+v", o)
+	}
+	// Spelled differently, the same values: still the same call.
+	if o := f.call("ops", "test.noop", `{ "same" : true }`); o.Status != audit.StatusBlocked {
+		t.Fatalf("respelled arguments: %+v", o)
+	}
+	// What the refusal says works with nothing but the arguments: the
+	// justification is taken out (the tool does not see it) and audited.
+	o = f.call("ops", "test.noop", `{"same":true,"justification":"polling a build that is still running"}`)
+	if o.Status != audit.StatusSuccess || strings.Contains(o.Result, "justification") {
+		t.Fatalf("justified: %+v", o)
+	}
+	recs := f.records(t, o.CallID)
+	if len(recs) != 2 || recs[1].Justification != "polling a build that is still running" || strings.Contains(string(recs[1].Args), "justification") {
+		t.Fatalf("audit of the justified call: %+v", recs[1])
+	}
+	if o := f.call("ops", "test.noop", `{"same":true,"justification":7}`); o.Status != audit.StatusError || !strings.Contains(o.Result, "must be a string") {
+		t.Fatalf("non-string justification: %+v", o)
 	}
 	if o := f.call("ops", "test.noop", `{"same":false}`); o.Status != audit.StatusSuccess {
 		t.Fatalf("different arguments break the run: %+v", o)
 	}
 }
 
+// A named session keeps its runtime cap.
 func TestSessionRuntimeCap(t *testing.T) {
 	f := newFixture(t)
 	start := time.Now()
 	f.now.Store(start.UnixNano())
-	if o := f.call("dev", "test.noop", `{}`); o.Status != audit.StatusSuccess {
+	named := func(args string) Outcome {
+		return f.p.Execute(context.Background(), Call{Agent: "dev", Tool: "test.noop", Args: json.RawMessage(args), Session: "dev:work"})
+	}
+	if o := named(`{}`); o.Status != audit.StatusSuccess {
 		t.Fatal(o)
 	}
 	f.now.Store(start.Add(11 * time.Minute).UnixNano())
-	o := f.call("dev", "test.noop", `{"later":1}`)
-	if o.Status != audit.StatusBlocked || !strings.HasPrefix(o.Result, "Safety limit reached: session_runtime (660/600)") {
+	o := named(`{"later":1}`)
+	if o.Status != audit.StatusBlocked || !strings.HasPrefix(o.Result, "Safety limit reached: session_runtime (660/600)") ||
+		!strings.Contains(o.Human, "armory session extend dev:work session_runtime N") || !strings.Contains(o.Human, "armory session reset dev:work") {
 		t.Fatalf("outcome = %+v", o)
+	}
+}
+
+// The unnamed session has no runtime cap: busy for an hour and more, it is
+// never locked out; idle for the timeout, the next call opens a new
+// generation, which starts with fresh counters; the old one keeps its
+// counters and records, and shows as idle-closed.
+func TestUnnamedSessionIdles(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	start := time.Now()
+	var o Outcome
+	for i := range 40 { // a call every two minutes for 80 minutes
+		f.now.Store(start.Add(time.Duration(2*i) * time.Minute).UnixNano())
+		if o = f.call("dev", "test.noop", fmt.Sprintf(`{"i":%d}`, i)); o.Status != audit.StatusSuccess || o.Session != "dev:default" {
+			t.Fatalf("minute %d: %+v", i, o)
+		}
+	}
+	if st, _, _, err := f.p.SessionState(ctx, "dev", "dev:default"); err != nil || st != SessionOpen {
+		t.Fatalf("state %q %v", st, err)
+	}
+	// Idle for exactly the timeout: a new generation.
+	f.now.Store(start.Add(78*time.Minute + f.p.IdleTimeout()).UnixNano())
+	if st, _, _, _ := f.p.SessionState(ctx, "dev", "dev:default"); st != SessionIdleClosed {
+		t.Fatalf("idle session state %q", st)
+	}
+	o = f.call("dev", "test.noop", `{"after":"idle"}`)
+	if o.Status != audit.StatusSuccess || o.Session != "dev:default#2" {
+		t.Fatalf("after idling: %+v", o)
+	}
+	if c, _ := f.st.Counters(ctx, "dev:default#2"); c["tool_invocations"] != 1 {
+		t.Fatalf("new generation counters %v", c)
+	}
+	if c, _ := f.st.Counters(ctx, "dev:default"); c["tool_invocations"] != 40 {
+		t.Fatalf("old generation counters %v", c)
+	}
+	if recs, _ := f.st.ListAudit(ctx, store.AuditFilter{Session: "dev:default", Limit: 1000}); len(recs) != 80 {
+		t.Fatalf("old generation has %d audit records, want 80", len(recs))
+	}
+	if st, _, _, _ := f.p.SessionState(ctx, "dev", "dev:default"); st != SessionIdleClosed {
+		t.Fatalf("old generation state %q", st)
+	}
+	if st, _, _, _ := f.p.SessionState(ctx, "dev", "dev:default#2"); st != SessionOpen {
+		t.Fatalf("new generation state %q", st)
+	}
+	// Naming the default session explicitly is the same unnamed session.
+	o = f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.noop", Args: json.RawMessage(`{}`), Session: "dev:default"})
+	if o.Session != "dev:default#2" {
+		t.Fatalf("explicit default: %+v", o)
+	}
+	// A second pipeline on the same store (another process) agrees.
+	p2, err := New(f.p.Host(), Options{Store: f.st, Now: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := p2.Execute(ctx, Call{Agent: "dev", Tool: "test.noop", Args: json.RawMessage(`{"p":2}`)}); o.Session != "dev:default#2" {
+		t.Fatalf("second pipeline: %+v", o)
+	}
+	f.now.Store(start.Add(200 * time.Minute).UnixNano())
+	if o := p2.Execute(ctx, Call{Agent: "dev", Tool: "test.noop", Args: json.RawMessage(`{"p":3}`)}); o.Session != "dev:default#3" {
+		t.Fatalf("second pipeline after idling: %+v", o)
+	}
+	if o := f.call("dev", "test.noop", `{"p":4}`); o.Session != "dev:default#3" {
+		t.Fatalf("first pipeline follows the second: %+v", o)
+	}
+	// Reset: the state says so until the next call.
+	if err := f.st.ResetSession(ctx, "dev:default#3"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _, _ := f.p.SessionState(ctx, "dev", "dev:default#3"); st != SessionReset {
+		t.Fatalf("reset state %q", st)
+	}
+}
+
+// Generation names parse back; other names are not generations.
+func TestGenerationNames(t *testing.T) {
+	for n := 1; n < 12; n++ {
+		if g, ok := Generation("a:default", GenerationName("a:default", n)); !ok || g != n {
+			t.Fatalf("generation %d: %d %v", n, g, ok)
+		}
+	}
+	for _, id := range []string{"a:default#", "a:default#1", "a:default#02", "a:default#x", "a:default#2x", "a:defaultx", "a:default#99999999999"} {
+		if _, ok := Generation("a:default", id); ok {
+			t.Errorf("%q parsed as a generation", id)
+		}
 	}
 }
 

@@ -54,6 +54,7 @@ type Pipeline struct {
 	opts Options
 
 	schemas sync.Map // tool name → *compiledSchema
+	unnamed sync.Map // agent → defaultGen (sessions.go)
 }
 
 // New builds the pipeline for h and registers the approval tools of every
@@ -83,11 +84,14 @@ func (p *Pipeline) Store() store.Store { return p.st }
 
 // Call is one request to run a tool.
 type Call struct {
-	Agent   string          `json:"agent"`
-	Tool    string          `json:"tool"`
-	Args    json.RawMessage `json:"args,omitempty"`
-	Session string          `json:"session,omitempty"` // default: DefaultSession(Agent)
-	Task    string          `json:"task,omitempty"`
+	Agent string          `json:"agent"`
+	Tool  string          `json:"tool"`
+	Args  json.RawMessage `json:"args,omitempty"`
+	// Session names the session whose caps the call counts against. Empty
+	// (or DefaultSession(Agent)) is the agent's unnamed session, which ends
+	// after the world's idle timeout (see Unnamed).
+	Session string `json:"session,omitempty"`
+	Task    string `json:"task,omitempty"`
 	// Justification lets a call past loop detection; it is audited.
 	Justification string `json:"justification,omitempty"`
 	// Wait bounds how long Execute waits for an approval; after it the
@@ -108,9 +112,16 @@ func DefaultSession(agent string) string { return agent + ":default" }
 
 // Outcome is what a call came to. It is what `armory call` prints.
 type Outcome struct {
-	CallID     string            `json:"call_id"`
-	Status     audit.Status      `json:"status"`
-	Result     string            `json:"result"`
+	CallID string `json:"call_id"`
+	// Session is the session the call counted against (for an unnamed call,
+	// the generation it went to).
+	Session string       `json:"session,omitempty"`
+	Status  audit.Status `json:"status"`
+	// Result is for the model: what came of the call and what it can do.
+	Result string `json:"result"`
+	// Human, when set, says what a human can do (CLI and REST commands);
+	// surfaces that serve a model (MCP) leave it out.
+	Human      string            `json:"human,omitempty"`
 	Value      any               `json:"value,omitempty"`
 	Reasons    []string          `json:"reasons"`
 	ApprovalID string            `json:"approval_id,omitempty"`
@@ -163,6 +174,9 @@ type state struct {
 	// argsSum is the digest of the tool and its canonical arguments that
 	// loop detection compares (set by validate).
 	argsSum int64
+	// unnamed: the call named no session; the caps stage resolves which
+	// generation of the agent's unnamed session it goes to.
+	unnamed bool
 	// redacted is audit.Redact(c.Args), computed once for both records.
 	redacted json.RawMessage
 }
@@ -184,9 +198,19 @@ func (s *state) stage(name, decision string, reasons ...string) {
 // always returns an Outcome; refusals are outcomes, not errors.
 func (p *Pipeline) Execute(ctx context.Context, c Call) Outcome {
 	s := &state{c: c, id: audit.NewID(), start: p.opts.Now()}
-	if s.c.Session == "" {
+	if Unnamed(c.Agent, s.c.Session) {
 		s.c.Session = DefaultSession(c.Agent)
+		s.unnamed = c.Resume == ""
 	}
+	o := p.execute(ctx, s)
+	if o.Session == "" {
+		o.Session = s.c.Session
+	}
+	return o
+}
+
+func (p *Pipeline) execute(ctx context.Context, s *state) Outcome {
+	c := s.c
 	if c.Resume != "" {
 		return p.resume(ctx, s)
 	}
@@ -194,6 +218,12 @@ func (p *Pipeline) Execute(ctx context.Context, c Call) Outcome {
 		return o
 	}
 	if s.level == armory.PermConfirm || s.level == armory.PermAlwaysConfirm {
+		if id := p.openApprovalFor(ctx, s); id != "" {
+			// Called again while its approval is open (or approved and not
+			// yet run): the same call, not a second request.
+			s.c.Resume = id
+			return p.resume(ctx, s)
+		}
 		return p.requestApproval(ctx, s)
 	}
 	return p.run(ctx, s, "")
@@ -215,6 +245,7 @@ type refusal struct {
 	status audit.Status
 	kind   armory.Kind
 	text   string // for the model: what stopped the call and what to do next
+	human  string // for a human: what they can do (Outcome.Human)
 }
 
 func refuse(status audit.Status, kind armory.Kind, format string, args ...any) *refusal {
@@ -223,7 +254,7 @@ func refuse(status audit.Status, kind armory.Kind, format string, args ...any) *
 
 // refuse audits a refused call (one finish entry) and returns its outcome.
 func (p *Pipeline) refuse(ctx context.Context, s *state, r *refusal) Outcome {
-	o := Outcome{CallID: s.id, Status: r.status, Result: r.text, Kind: r.kind, Stages: s.stages, Reasons: reasonsOf(s.stages)}
+	o := Outcome{CallID: s.id, Status: r.status, Result: r.text, Human: r.human, Kind: r.kind, Stages: s.stages, Reasons: reasonsOf(s.stages)}
 	if s.hasLvl {
 		o.Permission = s.level.String()
 	}

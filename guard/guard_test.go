@@ -273,7 +273,7 @@ func TestPermissionLevels(t *testing.T) {
 		if o.Status != tc.want || o.Permission != tc.level {
 			t.Errorf("%s %s %s: %s at %s, want %s at %s (%v)", tc.agent, tc.tool, tc.args, o.Status, o.Permission, tc.want, tc.level, o.Reasons)
 		}
-		if o.Status == audit.StatusPending && (o.ApprovalID == "" || o.ExitCode() != armory.ExitPending || !strings.Contains(o.Result, "armory call --resume "+o.ApprovalID)) {
+		if o.Status == audit.StatusPending && (o.ApprovalID == "" || o.ExitCode() != armory.ExitPending || !strings.Contains(o.Human, "armory call --resume "+o.ApprovalID) || strings.Contains(o.Result, "armory ") || !strings.Contains(o.Result, "call this tool again")) {
 			t.Errorf("pending outcome must name the approval and how to resume: %+v", o)
 		}
 	}

@@ -196,6 +196,13 @@ func MaxLimit(name string) int64 { return capDefaults[name][1] }
 // taking them costs no transaction of its own and a call's counters and its
 // start record commit together or not at all.
 func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
+	if s.unnamed {
+		name, err := p.resolveUnnamed(ctx, s.c.Agent)
+		if err != nil {
+			return p.storeFailure(s, "caps", err)
+		}
+		s.c.Session = name
+	}
 	sess := s.c.Session
 	// Loop detection before anything is counted, so a refused retry costs nothing.
 	editPath := ""
@@ -214,6 +221,9 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 		}
 	}
 	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second}
+	if s.unnamed {
+		req.MaxRuntime = 0 // an unnamed session ends by idling instead
+	}
 	add := func(name string) {
 		req.Acquire = append(req.Acquire, store.Acquisition{Counter: name, N: 1, Max: p.Limit(s.ag, name)})
 	}
@@ -303,6 +313,9 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 		return p.limitReached(ctx, s, capName(h.Counter), h.Current, h.Max), nil
 	}
 	s.admit = nil
+	if s.unnamed {
+		p.touchUnnamed(s.c.Agent, s.c.Session)
+	}
 	if p.opts.AuditFile != nil {
 		// The file sink's own durability follows the store's: a start record
 		// the store committed without an fsync is written without waiting
@@ -358,9 +371,29 @@ func (p *Pipeline) limitReached(ctx context.Context, s *state, name string, cur,
 	s.stage("caps", "block", msg)
 	budget := p.remaining(ctx, s)
 	p.emit(Event{Kind: EventLimitReached, Agent: s.c.Agent, Session: s.c.Session, Tool: s.c.Tool, Message: msg})
-	return refuse(audit.StatusBlocked, armory.KindBlocked,
-		"%s. Remaining budget: %s. Finish your current step cleanly and report back; a human can raise the limit with: armory session extend %s %s N",
-		msg, budget, s.c.Session, strings.Fields(name)[0])
+	r := refuse(audit.StatusBlocked, armory.KindBlocked,
+		"%s. Remaining budget: %s. You cannot raise this limit yourself: finish your current step cleanly, do not retry this call, and report back what you did and what is left. %s",
+		msg, budget, p.capAdvice(s))
+	r.human = p.capHuman(s, strings.Fields(name)[0])
+	return r
+}
+
+// capAdvice tells the model what will change a cap refusal.
+func (p *Pipeline) capAdvice(s *state) string {
+	if s.unnamed {
+		return fmt.Sprintf("This is your unnamed session %s: after %s without calls the next call opens a new session, or a human can extend or reset this one.", s.c.Session, p.IdleTimeout())
+	}
+	return fmt.Sprintf("A human can extend or reset session %s, or you can be given a new session.", s.c.Session)
+}
+
+// capHuman is what a human can do about a cap refusal.
+func (p *Pipeline) capHuman(s *state, limit string) string {
+	t := fmt.Sprintf("Raise the limit: armory session extend %s %s N. Start the session over: armory session reset %s. Or give the agent a new session (armory call --session NAME, REST \"session\", the %s header or MCP _meta session).",
+		s.c.Session, limit, s.c.Session, "X-Armory-Session")
+	if s.unnamed {
+		t += fmt.Sprintf(" Unnamed calls open a new session by themselves after %s idle.", p.IdleTimeout())
+	}
+	return t
 }
 
 // remaining describes what is left of each cap in the session.
@@ -378,7 +411,7 @@ func (p *Pipeline) remaining(ctx context.Context, s *state) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s %d of %d left", name, max-counters[name], max))
 	}
-	if started, err := p.st.SessionStart(ctx, s.c.Session); err == nil {
+	if started, err := p.st.SessionStart(ctx, s.c.Session); err == nil && !s.unnamed { // unnamed: no runtime cap
 		max := time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second
 		if v, ok := overrides[world.LimitSessionRuntime]; ok {
 			max = time.Duration(v) * time.Second
