@@ -248,6 +248,7 @@ func outcomeResult(o guard.Outcome, hasOutputSchema bool) *mcp.CallToolResult {
 		return res
 	}
 	res.IsError = true
+	o.Human = "" // for people at the CLI or REST API, not for the model
 	res.StructuredContent = o
 	return res
 }

@@ -18,6 +18,8 @@ type callOut struct {
 	CallID     string   `json:"call_id"`
 	Status     string   `json:"status"`
 	Result     string   `json:"result"`
+	Human      string   `json:"human"`
+	Session    string   `json:"session"`
 	Reasons    []string `json:"reasons"`
 	ApprovalID string   `json:"approval_id"`
 	DecidedBy  string   `json:"decided_by"`
@@ -72,7 +74,7 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	// repo-git is confirm-level: pending (exit 4) with an approval id.
 	r = armoryCmd(t, env, "call", "architect", "devtools.repo-git", "--args", `{"command":"init"}`)
 	pending := callJSON(t, r)
-	if r.code != armory.ExitPending || pending.Status != "pending" || pending.ApprovalID == "" || !strings.Contains(pending.Result, "armory call --resume "+pending.ApprovalID) {
+	if r.code != armory.ExitPending || pending.Status != "pending" || pending.ApprovalID == "" || !strings.Contains(pending.Human, "armory call --resume "+pending.ApprovalID) {
 		t.Fatalf("pending: %+v", r)
 	}
 	r = armoryCmd(t, env, "approvals", "list", "--json")

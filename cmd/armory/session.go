@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -17,7 +17,7 @@ func (a *app) sessionCmd() *cobra.Command {
 	c := &cobra.Command{Use: "session", Short: "Show, extend and reset a session's safety caps"}
 	show := &cobra.Command{
 		Use:   "show SESSION",
-		Short: "The session's counters, limits and start time as JSON",
+		Short: "The session's state, start, last activity, counters and enforced limits as JSON (AGENT:default: the current unnamed session)",
 		Args:  exactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
@@ -25,31 +25,11 @@ func (a *app) sessionCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			counters, err := st.Counters(ctx, args[0])
+			out, err := sessionShow(ctx, h, st, args[0])
 			if err != nil {
 				return storeErr("session show", err)
 			}
-			overrides, err := st.LimitOverrides(ctx, args[0])
-			if err != nil {
-				return storeErr("session show", err)
-			}
-			p, err := guard.New(h, guard.Options{Store: st})
-			if err != nil {
-				return err
-			}
-			limits := map[string]int64{}
-			for _, n := range world.LimitNames {
-				limits[n] = p.Limit(nil, n)
-				if v, ok := overrides[n]; ok {
-					limits[n] = v
-				}
-			}
-			keys := make([]string, 0, len(counters))
-			for k := range counters {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			return a.printJSON(map[string]any{"session": args[0], "counters": counters, "limits": limits, "overrides": overrides})
+			return a.printJSON(out)
 		},
 	}
 	extend := &cobra.Command{
@@ -83,14 +63,14 @@ func (a *app) sessionCmd() *cobra.Command {
 				return usageErr("%s can be raised to at most %d", name, max)
 			}
 			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+			id, st, err := a.sessionArg(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if err := st.SetLimitOverride(ctx, args[0], name, n); err != nil {
+			if err := st.SetLimitOverride(ctx, id, name, n); err != nil {
 				return storeErr("session extend", err)
 			}
-			fmt.Fprintf(a.stdout, "session %s: %s is now %d\n", args[0], name, n)
+			fmt.Fprintf(a.stdout, "session %s: %s is now %d\n", id, name, n)
 			return nil
 		},
 	}
@@ -100,17 +80,35 @@ func (a *app) sessionCmd() *cobra.Command {
 		Args:  exactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+			id, st, err := a.sessionArg(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if err := st.ResetSession(ctx, args[0]); err != nil {
+			if err := st.ResetSession(ctx, id); err != nil {
 				return storeErr("session reset", err)
 			}
-			fmt.Fprintf(a.stdout, "session %s reset\n", args[0])
+			fmt.Fprintf(a.stdout, "session %s reset\n", id)
 			return nil
 		},
 	}
 	c.AddCommand(show, extend, reset)
 	return c
+}
+
+// sessionArg opens the store and resolves the session a human named
+// (AGENT:default is the agent's current unnamed session).
+func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, error) {
+	h, st, err := a.storeOnly(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	p, err := guard.New(h, guard.Options{Store: st})
+	if err != nil {
+		return "", nil, err
+	}
+	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, h, st, arg), arg)
+	if err != nil {
+		return "", nil, storeErr("session", err)
+	}
+	return id, st, nil
 }

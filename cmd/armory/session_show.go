@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/world"
+)
+
+// maxShownGenerations bounds the earlier generations session show lists.
+const maxShownGenerations = 20
+
+// sessionAgent returns the agent whose session id is: the "<agent>:" prefix
+// when it names an agent of the world, else the agent of the session's
+// newest audit record, else nil.
+func sessionAgent(ctx context.Context, h *host.Host, st store.Store, id string) *host.Agent {
+	if name, _, ok := strings.Cut(id, ":"); ok {
+		if ag, err := h.Agent(name); err == nil {
+			return ag
+		}
+	}
+	if recs, err := st.ListAudit(ctx, store.AuditFilter{Session: id, Limit: 1}); err == nil && len(recs) == 1 {
+		if ag, err := h.Agent(recs[0].Agent); err == nil {
+			return ag
+		}
+	}
+	return nil
+}
+
+// resolveSessionArg maps what a human typed to the session meant: the
+// agent's default session name is its current unnamed generation, and
+// "<agent>:default#1" is that session's first generation.
+func resolveSessionArg(ctx context.Context, p *guard.Pipeline, ag *host.Agent, id string) (string, error) {
+	if ag == nil {
+		return id, nil
+	}
+	base := guard.DefaultSession(ag.ID)
+	if id == base+"#1" {
+		return base, nil
+	}
+	if id != base {
+		return id, nil
+	}
+	cur, _, ok, err := p.CurrentGeneration(ctx, ag.ID)
+	if err != nil || !ok {
+		return id, err
+	}
+	return cur.ID, nil
+}
+
+func timeOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// sessionShow is the JSON of `armory session show`: the limits enforced for
+// the session's agent (world, then the agent's ## Limits, then the
+// session's overrides), its counters, start, last activity and state, and
+// for an agent's unnamed session its earlier generations.
+func sessionShow(ctx context.Context, h *host.Host, st store.Store, arg string) (map[string]any, error) {
+	p, err := guard.New(h, guard.Options{Store: st})
+	if err != nil {
+		return nil, err
+	}
+	ag := sessionAgent(ctx, h, st, arg)
+	id, err := resolveSessionArg(ctx, p, ag, arg)
+	if err != nil {
+		return nil, err
+	}
+	counters, err := st.Counters(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for k := range counters {
+		if strings.HasPrefix(k, "~") {
+			delete(counters, k) // bookkeeping (last activity, loop detection)
+		}
+	}
+	overrides, err := st.LimitOverrides(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	agentID := ""
+	if ag != nil {
+		agentID = ag.ID
+	}
+	state, _, last, err := p.SessionState(ctx, agentID, id)
+	if err != nil {
+		return nil, err
+	}
+	si, err := st.GetSession(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	unnamed := false
+	if ag != nil {
+		_, unnamed = guard.Generation(guard.DefaultSession(ag.ID), id)
+	}
+	limits := map[string]int64{} // session_runtime in seconds
+	for _, n := range world.LimitNames {
+		if n == world.LimitSessionRuntime && unnamed {
+			continue // an unnamed session ends by idling instead (idle_timeout)
+		}
+		limits[n] = p.Limit(ag, n)
+		if o, ok := overrides[n]; ok {
+			limits[n] = o
+		}
+	}
+	out := map[string]any{
+		"session": id, "agent": agentID, "state": state, "counters": counters, "limits": limits, "overrides": overrides,
+		"started": timeOrNil(si.Started), "last_activity": timeOrNil(last),
+	}
+	if id != arg {
+		out["requested"] = arg
+	}
+	if unnamed {
+		out["idle_timeout"] = p.IdleTimeout().String()
+		gens, err := st.SessionGenerations(ctx, guard.DefaultSession(ag.ID), maxShownGenerations+1)
+		if err != nil {
+			return nil, err
+		}
+		var list []map[string]any
+		for _, g := range gens {
+			if _, ok := guard.Generation(guard.DefaultSession(ag.ID), g.ID); !ok || len(list) == maxShownGenerations {
+				continue
+			}
+			gs, _, glast, err := p.SessionState(ctx, ag.ID, g.ID)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, map[string]any{"session": g.ID, "state": gs, "started": timeOrNil(g.Started), "last_activity": timeOrNil(glast)})
+		}
+		out["generations"] = list
+	}
+	return out, nil
+}
