@@ -3,6 +3,7 @@ module github.com/armory-dev/armory
 go 1.26.8
 
 require (
+	github.com/aymanbagabas/go-udiff v0.4.1
 	code.dny.dev/ssrf v0.3.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bmatcuk/doublestar/v4 v4.10.4 // indirect

@@ -162,3 +162,12 @@ func ValidAgentID(id string) bool {
 func InFamily(name, family string) bool {
 	return name == family || (len(name) > len(family) && name[len(family)] == '.' && name[:len(family)] == family)
 }
+
+// Previewer is implemented by tools that change files (workspace.write,
+// workspace.edit and the like): Preview returns what the call would change,
+// as a unified diff against the current file, without changing anything.
+// Whoever decides an approval for such a call is shown it. Errors say why
+// no diff can be made (the call would fail, the file is unreadable).
+type Previewer interface {
+	Preview(ctx context.Context, inv Invocation) (string, error)
+}

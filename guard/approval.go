@@ -365,6 +365,7 @@ func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armor
 		Args    json.RawMessage `json:"args"`
 		Reason  string          `json:"reason"`
 		Created time.Time       `json:"created_at"`
+		Diff    string          `json:"diff,omitempty"` // the change against the current file (Preview)
 	}
 	out := []item{}
 	scope := t.p.scopeOf(me)
@@ -375,7 +376,11 @@ func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armor
 		if cur, err := t.p.EscalateExpired(ctx, a.ID); err == nil && cur.Status != store.StatusPending {
 			continue
 		}
-		out = append(out, item{a.ID, a.Agent, a.Tool, a.Args, a.Reason, a.CreatedAt})
+		it := item{a.ID, a.Agent, a.Tool, a.Args, a.Reason, a.CreatedAt, ""}
+		if len(out) < MaxListDiffs {
+			it.Diff = t.p.Preview(ctx, a)
+		}
+		out = append(out, it)
 	}
 	b, _ := json.MarshalIndent(out, "", "  ")
 	text := string(b)

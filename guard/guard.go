@@ -296,11 +296,17 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindUnavailable, Stages: s.stages, Reasons: reasonsOf(s.stages),
 			Result: "The call did not run: its audit entry could not be written. Try again later."}
 	}
-	inv := armory.Invocation{Args: s.c.Args, Agent: s.ag.Env, Progress: s.c.Progress}
+	tctx, meter, progress := p.meter(ctx, s)
+	inv := armory.Invocation{Args: s.c.Args, Agent: s.ag.Env, Progress: progress}
 	began := p.opts.Now()
-	res := safeExecute(ctx, s.tool, inv)
+	res := safeExecute(tctx, s.tool, inv)
 	status := audit.StatusSuccess
+	stopped := meter.done()
 	switch {
+	case stopped != "":
+		status = audit.StatusBlocked
+		s.stage("caps", "block", stopped)
+		res = armory.Result{Kind: armory.KindBlocked, Text: stopped + ". Finish your current step cleanly and report back; a human can extend or reset session " + s.c.Session + ", or give you a new session.\n" + res.Text}
 	case res.Success:
 	case res.Kind == armory.KindTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		status = audit.StatusTimeout

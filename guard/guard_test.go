@@ -29,6 +29,7 @@ type testTool struct {
 	schema string
 	runs   atomic.Int64
 	block  chan struct{} // when set, Execute waits for it (or ctx)
+	stream int           // progress messages Execute sends (stopping when ctx ends)
 }
 
 func (t *testTool) Spec() armory.Spec {
@@ -46,6 +47,15 @@ func (t *testTool) Execute(ctx context.Context, inv armory.Invocation) armory.Re
 		case <-ctx.Done():
 			return armory.Failf(armory.KindTimeout, "cancelled")
 		}
+	}
+	sent := 0
+	for i := 0; i < t.stream && ctx.Err() == nil; i++ {
+		inv.Report("line %d", i)
+		sent++
+	}
+	if t.stream > 0 {
+		t.runs.Add(1)
+		return armory.OK(fmt.Sprintf("%s sent %d lines", t.name, sent))
 	}
 	n := t.runs.Add(1)
 	return armory.OK(fmt.Sprintf("%s ran (%d) with %s", t.name, n, inv.Args))
@@ -99,6 +109,7 @@ func testTools() []*testTool {
 		{name: "test.override", man: armory.Manifest{Category: armory.CatFileWrite, Permission: armory.PermDeny}},
 		{name: "test.net", man: armory.Manifest{Category: armory.CatOther, Capabilities: []armory.Capability{armory.CapNetwork}}},
 		{name: "test.slow", man: armory.Manifest{Category: armory.CatOther}},
+		{name: "test.stream", man: armory.Manifest{Category: armory.CatOther}, stream: 100},
 	}
 }
 

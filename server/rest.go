@@ -150,7 +150,7 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, as...)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, s.p.ApprovalViews(r.Context(), out)) // with the diff of file changes
 }
 
 // decide records a human decision (decided_by "human") and publishes it.

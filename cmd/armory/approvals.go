@@ -9,13 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/store"
 )
 
 func (a *app) approvalsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "approvals", Short: "List, show and decide approval requests (as the human)"}
 	var status, agent string
-	var asJSON bool
+	var asJSON, diffOnly bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "Approval requests, oldest first (default: open ones: pending and escalated)",
@@ -61,11 +62,11 @@ func (a *app) approvalsCmd() *cobra.Command {
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	show := &cobra.Command{
 		Use:   "show ID",
-		Short: "One approval request as JSON",
+		Short: "One approval request as JSON (a file change with its unified diff against the file now)",
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+			h, st, err := a.storeOnly(ctx)
 			if err != nil {
 				return err
 			}
@@ -73,9 +74,20 @@ func (a *app) approvalsCmd() *cobra.Command {
 			if err != nil {
 				return storeErr("approvals show", err)
 			}
-			return a.printJSON(ap)
+			p, err := guard.New(h, guard.Options{Store: st})
+			if err != nil {
+				return err
+			}
+			// With the unified diff of a file change against the file now.
+			v := guard.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
+			if diffOnly {
+				fmt.Fprint(a.stdout, v.Diff)
+				return nil
+			}
+			return a.printJSON(v)
 		},
 	}
+	show.Flags().BoolVar(&diffOnly, "diff", false, "print only the diff of a file change, as plain text")
 	c.AddCommand(list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
 	return c
 }

@@ -1,0 +1,61 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/world"
+)
+
+// Stream events count what a call streams: a call whose caller takes
+// progress counts one event per message plus its result; a caller that takes
+// none counts one. At the cap the stream stops: no message past it is
+// delivered, the tool is stopped, and the call is blocked with the cap's
+// name.
+func TestStreamEventsCountProgress(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var got []string
+	call := func(session string) Outcome {
+		got = nil
+		return f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.stream", Args: json.RawMessage(`{}`), Session: session,
+			Progress: func(m string) { got = append(got, m) }})
+	}
+	o := call("dev:s1")
+	if o.Status != audit.StatusSuccess || len(got) != 100 {
+		t.Fatalf("%s, %d messages", o.Status, len(got))
+	}
+	if c, _ := f.st.Counters(ctx, "dev:s1"); c[world.LimitStreamEvents] != 101 {
+		t.Fatalf("stream_events %d, want 101 (100 messages and the result)", c[world.LimitStreamEvents])
+	}
+	// Without a progress receiver nothing streams: one event.
+	if o := f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.stream", Args: json.RawMessage(`{"n":1}`), Session: "dev:s2"}); o.Status != audit.StatusSuccess {
+		t.Fatal(o)
+	}
+	if c, _ := f.st.Counters(ctx, "dev:s2"); c[world.LimitStreamEvents] != 1 {
+		t.Fatalf("stream_events %d without progress, want 1", c[world.LimitStreamEvents])
+	}
+	// A cap of 150: the second streaming call takes one event at admission
+	// (102), gets 48 messages, and stops.
+	if err := f.st.SetLimitOverride(ctx, "dev:s1", world.LimitStreamEvents, 150); err != nil {
+		t.Fatal(err)
+	}
+	o = call("dev:s1")
+	if o.Status != audit.StatusBlocked || len(got) != 48 || !strings.HasPrefix(o.Result, "Safety limit reached: stream_events (150/150) while the tool was streaming") {
+		t.Fatalf("%s after %d messages: %.300s", o.Status, len(got), o.Result)
+	}
+	if c, _ := f.st.Counters(ctx, "dev:s1"); c[world.LimitStreamEvents] != 150 {
+		t.Fatalf("stream_events %d, want 150", c[world.LimitStreamEvents])
+	}
+	recs := f.records(t, o.CallID)
+	if fin := recs[len(recs)-1]; fin.Status != audit.StatusBlocked {
+		t.Fatalf("finish record %s", fin.Status)
+	}
+	// The next call is refused at admission.
+	if o := call("dev:s1"); o.Status != audit.StatusBlocked || len(got) != 0 || !strings.Contains(o.Result, "stream_events (150/150)") {
+		t.Fatalf("after the cap: %s %d %.200s", o.Status, len(got), o.Result)
+	}
+}
