@@ -283,20 +283,11 @@ func TestRESTApprovalDiff(t *testing.T) {
 	}
 }
 
-// startEditConfirm starts a server over the example world with
-// workspace.edit at level confirm.
+// startEditConfirm starts a server over the example world (where
+// workspace.edit is at level confirm for agents without a profile).
 func startEditConfirm(t *testing.T) *env {
 	dir := filepath.Join(t.TempDir(), "w")
 	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "world-config.yaml")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := strings.Replace(string(b), "  workspace.delete: confirm\n", "  workspace.delete: confirm\n  workspace.edit: confirm\n", 1)
-	if err := os.WriteFile(cfg, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st := openSQLite(t)

@@ -157,3 +157,35 @@ func TestCLIUnnamedSessionIdleAndShow(t *testing.T) {
 		t.Fatalf("after reset: %s", r.stdout)
 	}
 }
+
+// Diff review at the CLI: an edit waiting for approval (workspace.edit is
+// confirm-level in the example world) is shown as a unified diff against
+// the file; after approval the resumed call makes exactly that change.
+func TestCLIApprovalShowsDiff(t *testing.T) {
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	if r := armoryCmd(t, env, "call", "scribe", "workspace.write", "--args", `{"path":"todo.md","content":"one\ntwo\nthree\n"}`); r.code != 0 {
+		t.Fatalf("write: %+v", r)
+	}
+	r := armoryCmd(t, env, "call", "scribe", "workspace.edit", "--args", `{"path":"todo.md","old_string":"two","new_string":"2"}`)
+	o := callJSON(t, r)
+	if o.Status != "pending" || o.ApprovalID == "" {
+		t.Fatalf("edit: %+v", r)
+	}
+	want := "--- a/todo.md\n+++ b/todo.md\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"
+	if r := armoryCmd(t, env, "approvals", "show", o.ApprovalID, "--diff"); r.code != 0 || r.stdout != want {
+		t.Fatalf("show --diff: %+v\nwant:\n%s", r, want)
+	}
+	r = armoryCmd(t, env, "approvals", "show", o.ApprovalID)
+	var v struct{ Diff string }
+	if json.Unmarshal([]byte(r.stdout), &v) != nil || v.Diff != want {
+		t.Fatalf("show: %+v", r)
+	}
+	armoryCmd(t, env, "approvals", "approve", o.ApprovalID)
+	if r := armoryCmd(t, env, "call", "--resume", o.ApprovalID); r.code != 0 {
+		t.Fatalf("resume: %+v", r)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w, "workspaces", "scribe", "todo.md")); string(b) != "one\n2\nthree\n" {
+		t.Fatalf("file after the approved edit: %q", b)
+	}
+}
