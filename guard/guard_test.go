@@ -61,6 +61,13 @@ func (t *testTool) Execute(ctx context.Context, inv armory.Invocation) armory.Re
 	return armory.OK(fmt.Sprintf("%s ran (%d) with %s", t.name, n, inv.Args))
 }
 
+// previewTool is a test tool that previews its change (armory.Previewer).
+type previewTool struct{ *testTool }
+
+func (t *previewTool) Preview(ctx context.Context, inv armory.Invocation) (string, error) {
+	return "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+" + string(inv.Args) + "\n", nil
+}
+
 type fixture struct {
 	dir   string
 	db    string
@@ -152,6 +159,8 @@ func openFixture(dir string) (*fixture, error) {
 		tools = append(tools, tt)
 	}
 	f.tools["test.slow"].block = make(chan struct{})
+	tools = append(tools, &previewTool{&testTool{name: "test.family.edit", man: armory.Manifest{Category: armory.CatFileWrite,
+		Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermAlwaysConfirm}}})
 	h, err := host.Open(f.dir, host.Options{Builtins: tools})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -58,4 +59,31 @@ func TestStreamEventsCountProgress(t *testing.T) {
 	if o := call("dev:s1"); o.Status != audit.StatusBlocked || len(got) != 0 || !strings.Contains(o.Result, "stream_events (150/150)") {
 		t.Fatalf("after the cap: %s %d %.200s", o.Status, len(got), o.Result)
 	}
+}
+
+// An approval agent's approval.list shows the diff of a file change.
+func TestApprovalListShowsDiff(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("plain", "test.family.edit", `{"x":1}`)
+	if o.Status != audit.StatusPending {
+		t.Fatalf("outcome = %+v", o)
+	}
+	l := f.call("warden", "approval.list", `{}`)
+	var items []struct{ ID, Diff string }
+	if err := json.Unmarshal([]byte(l.Result), &items); err != nil || len(items) != 1 || items[0].ID != o.ApprovalID ||
+		items[0].Diff != "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+{\"x\":1}\n" {
+		t.Fatalf("approval.list = %s", l.Result)
+	}
+	if d := f.p.Preview(context.Background(), mustApproval(t, f, o.ApprovalID)); d != items[0].Diff {
+		t.Fatalf("Preview %q", d)
+	}
+}
+
+func mustApproval(t *testing.T, f *fixture, id string) *store.Approval {
+	t.Helper()
+	a, err := f.st.GetApproval(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
