@@ -81,7 +81,10 @@ func TestCLIUnnamedSessionIdleAndShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfg, append(b, "\nsession_idle_timeout: 2s\n"...), 0o644); err != nil {
+	if !strings.Contains(string(b), "session_idle_timeout: 10m\n") {
+		t.Fatal("the example world no longer sets session_idle_timeout")
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "session_idle_timeout: 10m\n", "session_idle_timeout: 2s\n", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	md := filepath.Join(w, "archetype", "scribe", "config.md")
