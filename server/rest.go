@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -38,9 +39,27 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/audit/verify", s.admin(s.params(http.HandlerFunc(s.handleVerify)).ServeHTTP))
 	mux.Handle("GET /api/events", long(s.admin(s.params(http.HandlerFunc(s.handleEvents)).ServeHTTP)))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, armory.E("", armory.KindNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
+		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
+		if ms := methodsOf(mux, r); len(ms) > 0 {
+			msg += " (this path takes " + strings.Join(ms, ", ") + ")"
+		}
+		s.writeError(w, r, armory.E("", armory.KindNotFound, msg))
 	})
 	return s.guardHTTP(mux)
+}
+
+// methodsOf lists the methods that mux routes r's path for, other than
+// the catch-all (for the message of a request with the wrong method).
+func methodsOf(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		r2 := *r
+		r2.Method = m
+		if _, pat := mux.Handler(&r2); pat != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // AgentSummary is one entry of GET /api/agents.

@@ -145,7 +145,8 @@ func TestRESTRefusesWhatItCannotParse(t *testing.T) {
 		{"GET", "/api/audit/.", "admin", 400, "malformed path"},
 		// unknown routes and methods are JSON too
 		{"GET", "/api/nope", "admin", 404, "no such endpoint"},
-		{"DELETE", "/api/audit", "admin", 404, "no such endpoint"},
+		{"DELETE", "/api/audit", "admin", 404, "no such endpoint: DELETE /api/audit (this path takes GET)"},
+		{"GET", "/api/agents/architect/calls", "admin", 404, "(this path takes POST)"},
 		{"GET", "/api/agents/nobody/tools", "admin", 404, "unknown agent"},
 	} {
 		token := map[string]string{"admin": e.admin, "architect": arch, "reviewer": rev}[tc.token]
