@@ -83,3 +83,17 @@ func TestStrictQuery(t *testing.T) {
 		t.Errorf("no parameters: %v", err)
 	}
 }
+
+// BenchmarkRequestChecks is the cost checkPath and strictQuery add to a
+// GET /api/audit with a full filter.
+func BenchmarkRequestChecks(b *testing.B) {
+	r := httptest.NewRequest("GET", "/api/audit?agent=architect&tool=workspace.write&status=success&since=1h&limit=100", nil)
+	for b.Loop() {
+		if checkPath(r) != nil {
+			b.Fatal("path")
+		}
+		if _, err := strictQuery(r.URL.RawQuery, auditParams); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
