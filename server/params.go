@@ -98,12 +98,12 @@ func badParam(name, format string, args ...any) error {
 // strictQuery and name only the given parameters (none when empty).
 // Handlers read the parameters from r.URL.Query() after it, which is then
 // the same set.
-func (s *Server) params(next http.Handler, allowed ...string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) params(next http.HandlerFunc, allowed ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if _, err := strictQuery(r.URL.RawQuery, allowed); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r)
-	})
+		next(w, r)
+	}
 }
