@@ -44,7 +44,7 @@ func (s *Server) buildMCP() error {
 		s.mcpServers[ag.ID] = srv
 	}
 	agentServer := func(r *http.Request) *mcp.Server { return s.mcpServers[r.PathValue("id")] }
-	s.sessions = newSessionTable(s.opts.MCPSessionsPerToken, s.opts.MCPSessions)
+	s.sessions = newSessionTable(s.opts.MCPSessionsPerToken, s.opts.MCPSessions, s.opts.MCPSessionTimeout)
 	s.sessions.register(s.metrics.reg)
 	opts := func(stateless bool) *mcp.StreamableHTTPOptions {
 		return &mcp.StreamableHTTPOptions{

@@ -57,7 +57,8 @@ type mcpSession struct {
 // initialize is admitted (a reservation) until the SDK closes it (DELETE,
 // idle timeout, shutdown). It is safe for concurrent use.
 type sessionTable struct {
-	perToken, total int // limits
+	perToken, total int           // limits
+	idle            time.Duration // idle timeout (the SDK closes idle sessions)
 
 	mu    sync.Mutex
 	byID  map[string]*mcpSession
@@ -67,9 +68,9 @@ type sessionTable struct {
 	refusedToken, refusedTotal, probes prometheus.Counter
 }
 
-func newSessionTable(perToken, total int) *sessionTable {
+func newSessionTable(perToken, total int, idle time.Duration) *sessionTable {
 	return &sessionTable{
-		perToken: perToken, total: total,
+		perToken: perToken, total: total, idle: idle,
 		byID: map[string]*mcpSession{}, count: map[string]int{},
 		refusedToken: prometheus.NewCounter(prometheus.CounterOpts{Name: "armory_mcp_sessions_refused_total",
 			Help: "MCP initializes refused because a session limit was reached, by limit.", ConstLabels: prometheus.Labels{"limit": "per_token"}}),
@@ -155,6 +156,7 @@ var (
 	descSessions = prometheus.NewDesc("armory_mcp_sessions", "Open stateful MCP sessions (initializes in progress included).", nil, nil)
 	descByToken  = prometheus.NewDesc("armory_mcp_sessions_by_token", "Open stateful MCP sessions of each token that has any.", []string{"token"}, nil)
 	descLimit    = prometheus.NewDesc("armory_mcp_sessions_limit", "The MCP session limits, per token and in total.", []string{"limit"}, nil)
+	descIdle     = prometheus.NewDesc("armory_mcp_session_idle_timeout_seconds", "How long an MCP session may go without a request before it is closed.", nil, nil)
 )
 
 // Describe and Collect make the table a Prometheus collector of its counts.
@@ -162,6 +164,7 @@ func (t *sessionTable) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descSessions
 	ch <- descByToken
 	ch <- descLimit
+	ch <- descIdle
 }
 
 func (t *sessionTable) Collect(ch chan<- prometheus.Metric) {
@@ -172,6 +175,7 @@ func (t *sessionTable) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(t.perToken), "per_token")
 	ch <- prometheus.MustNewConstMetric(descLimit, prometheus.GaugeValue, float64(t.total), "total")
+	ch <- prometheus.MustNewConstMetric(descIdle, prometheus.GaugeValue, t.idle.Seconds())
 }
 
 func (t *sessionTable) register(reg *prometheus.Registry) {
