@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,6 +33,7 @@ const mcpSessionHeader = "Mcp-Session-Id"
 const (
 	codeUnknownSession = -32001
 	codeSessionLimit   = -32002
+	codeInvalidRequest = -32600 // JSON-RPC's own "invalid request"
 )
 
 // Default MCP session limits (Options).
@@ -249,14 +251,20 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		caps := ""
+		if name := r.Header.Get(SessionHeader); name != "" {
+			caps = ScopeSession(own.agent, name)
+			if len(caps) > guard.MaxSessionBytes || !utf8.ValidString(caps) {
+				s.writeRPCError(w, r, http.StatusBadRequest, codeInvalidRequest, armory.E("mcp", armory.KindInvalid,
+					fmt.Sprintf("the %s header must name a session in at most %d bytes of UTF-8 (agent prefix included)", SessionHeader, guard.MaxSessionBytes)))
+				return
+			}
+		}
 		if err := t.reserve(own); err != nil {
 			s.writeRPCError(w, r, armory.HTTPStatus(armory.KindOf(err)), codeSessionLimit, err)
 			return
 		}
-		sw := &sessionStart{ResponseWriter: w, s: s, own: own}
-		if name := r.Header.Get(SessionHeader); name != "" {
-			sw.caps = ScopeSession(own.agent, name)
-		}
+		sw := &sessionStart{ResponseWriter: w, s: s, own: own, caps: caps}
 		defer func() {
 			if !sw.registered {
 				t.release(own)

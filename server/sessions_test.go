@@ -352,6 +352,10 @@ func TestMCPSessionLimits(t *testing.T) {
 	if got := e.metricValue(`armory_mcp_sessions_limit{limit="total"}`); got != "5" {
 		t.Errorf("limit metric %q", got)
 	}
+	// A caps session name over the limit is refused before it counts.
+	if st, body, _ := e.rpc("POST", "architect", a2, v, "", initBody(v), server.SessionHeader, strings.Repeat("n", 300)); st != 400 || decodeRPCErr(t, body).Error.Code != -32600 {
+		t.Errorf("a long X-Armory-Session: %d %s", st, body)
+	}
 	// Sessionless requests open no session and are not limited.
 	if _, err := connectAt(t, e.url, "architect", a2, "2026-07-28", nil, nil).ListTools(ctx30(t), nil); err != nil {
 		t.Errorf("a sessionless client at the limit: %v", err)
