@@ -147,6 +147,10 @@ func TestMCPSessionBoundToOwner(t *testing.T) {
 	type thief struct{ agent, token, id string }
 	thieves := []thief{{"reviewer", reviewer, reviewerID}, {"architect", other, otherID}}
 	var sessions []string
+	var opened []struct {
+		v, sid string
+		cs     *mcp.ClientSession
+	}
 	probes := 0
 	for _, v := range mcp.SupportedProtocolVersions() {
 		// The session is opened on the revision under test, or, for a
@@ -166,6 +170,10 @@ func TestMCPSessionBoundToOwner(t *testing.T) {
 			t.Fatalf("%s: no session id", openAt)
 		}
 		sessions = append(sessions, sid)
+		opened = append(opened, struct {
+			v, sid string
+			cs     *mcp.ClientSession
+		}{v, sid, cs})
 		if want := server.ScopeSession("architect", server.SessionRef(sid)); capsName != want {
 			t.Errorf("%s: X-Armory-Session %q, want %q", v, capsName, want)
 		}
@@ -235,6 +243,36 @@ func TestMCPSessionBoundToOwner(t *testing.T) {
 	if seen[reviewerID]+seen[otherID] != probes || seen[reviewerID] == 0 || seen[otherID] == 0 {
 		t.Errorf("probe records by token %v, want %d in all", seen, probes)
 	}
+	// A real go-sdk client whose requests carry the stolen id in place of
+	// its own gets nowhere either.
+	for _, o := range opened {
+		for _, th := range thieves {
+			file := fmt.Sprintf("sdk-stolen-%s-%s.txt", o.v, th.agent)
+			c := mcp.NewClient(&mcp.Implementation{Name: "thief", Version: "1"}, nil)
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
+				Endpoint:   e.url + "/agents/" + th.agent + "/mcp",
+				HTTPClient: &http.Client{Transport: stealSession{bearer{token: th.token}, o.sid}},
+				MaxRetries: -1,
+			}, &mcp.ClientSessionOptions{ProtocolVersion: o.v})
+			if err == nil {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workspace.write", Arguments: map[string]any{"path": file, "content": "pwned"}})
+				if err == nil && !res.IsError {
+					t.Errorf("%s: %s's go-sdk client called through the stolen session", o.v, th.agent)
+				}
+				cs.Close()
+			}
+			if _, err := os.Stat(filepath.Join(ws, file)); err == nil {
+				t.Errorf("%s: a go-sdk client with the stolen session wrote %s into architect's workspace", o.v, file)
+			}
+		}
+		if _, err := o.cs.ListTools(ctx, nil); err != nil {
+			t.Errorf("%s: the owner's session after the go-sdk thieves: %v", o.v, err)
+		}
+	}
+	if recs, err = e.st.ListAudit(ctx, store.AuditFilter{Limit: store.MaxLimit}); err != nil {
+		t.Fatal(err)
+	}
+
 	// No session id in clear in the audit trail or the log.
 	trail, _ := json.Marshal(recs)
 	for _, sid := range sessions {
@@ -248,6 +286,21 @@ func TestMCPSessionBoundToOwner(t *testing.T) {
 	if !strings.Contains(logs.String(), "mcp-") {
 		t.Errorf("the log names no session by its ref:\n%s", logs.String())
 	}
+}
+
+// stealSession replaces the session id of every request that carries one
+// (and, on the sessionless revision, adds it) with a stolen one.
+type stealSession struct {
+	rt  http.RoundTripper
+	sid string
+}
+
+func (s stealSession) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if r.Header.Get("Mcp-Session-Id") != "" || r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+		r.Header.Set("Mcp-Session-Id", s.sid)
+	}
+	return s.rt.RoundTrip(r)
 }
 
 // TestMCPSessionlessRequestsStillWork: on the sessionless revision a
