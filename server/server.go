@@ -69,7 +69,8 @@ type Options struct {
 	// cancelled.
 	ShutdownTimeout time.Duration
 	// MCPSessionTimeout closes MCP sessions idle this long (default 10m,
-	// DefaultMCPSessionTimeout): no request of the session in that time.
+	// DefaultMCPSessionTimeout): no POST of the session in that time (an
+	// open GET stream does not count).
 	MCPSessionTimeout time.Duration
 	// MCPSessionsPerToken bounds the stateful MCP sessions one token has
 	// open at once (default 64); an initialize past it is refused.
