@@ -24,6 +24,7 @@ import (
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/world"
 )
 
 // Options configure a Pipeline. The zero value of every field has a sane
@@ -318,6 +319,9 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 		Stages: s.stages, Reasons: reasonsOf(s.stages), Permission: s.level.String(), DecidedBy: decidedBy}
 	if s.approval != nil {
 		o.ApprovalID = s.approval.ID
+	}
+	if stopped != "" {
+		o.Human = p.capHuman(s, world.LimitStreamEvents)
 	}
 	fin := p.record(s, audit.PhaseFinish, status, res.Text)
 	fin.DecidedBy = decidedBy

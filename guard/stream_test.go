@@ -45,7 +45,8 @@ func TestStreamEventsCountProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	o = call("dev:s1")
-	if o.Status != audit.StatusBlocked || len(got) != 48 || !strings.HasPrefix(o.Result, "Safety limit reached: stream_events (150/150) while the tool was streaming") {
+	if o.Status != audit.StatusBlocked || len(got) != 48 || !strings.HasPrefix(o.Result, "Safety limit reached: stream_events (150/150) while the tool was streaming") ||
+		!strings.Contains(o.Human, "armory session extend dev:s1 stream_events N") {
 		t.Fatalf("%s after %d messages: %.300s", o.Status, len(got), o.Result)
 	}
 	if c, _ := f.st.Counters(ctx, "dev:s1"); c[world.LimitStreamEvents] != 150 {
