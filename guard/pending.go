@@ -8,26 +8,35 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// openApprovalFor returns the id of the approval that an identical call (same
-// agent, session, tool and arguments) is still waiting for — pending,
-// escalated, or approved and not yet run — or "" when there is none (or the
-// store cannot say: then a new request is made). A model told to wait and
-// call again therefore continues its first call instead of queueing a
-// second request.
+// openApprovalFor returns the id of the approval that an identical call
+// (same agent, session, tool and arguments) continues — the newest one that
+// is pending, escalated, approved and not yet run, or denied — or "" when
+// there is none (or the store cannot say: then a new request is made). A
+// model told to wait and call again therefore continues its first call
+// instead of queueing a second request, and a model that calls again after
+// a denial is told of the denial (a denial stands for that exact call in
+// that session; changed arguments are a new request).
 func (p *Pipeline) openApprovalFor(ctx context.Context, s *state) string {
 	h := argsHash(s.c.Args)
-	for _, st := range []store.ApprovalStatus{store.StatusPending, store.StatusEscalated, store.StatusApproved} {
+	var best *store.Approval
+	for _, st := range []store.ApprovalStatus{store.StatusPending, store.StatusEscalated, store.StatusApproved, store.StatusDenied} {
 		as, err := p.st.ListApprovals(ctx, store.ApprovalFilter{Status: st, Agent: s.c.Agent, Session: s.c.Session, Limit: 100})
 		if err != nil {
 			return ""
 		}
 		for _, a := range as {
-			if a.Tool == s.c.Tool && a.ArgsHash == h && (st != store.StatusApproved || len(a.Result) == 0) {
-				return a.ID
+			if a.Tool != s.c.Tool || a.ArgsHash != h || (st == store.StatusApproved && len(a.Result) > 0) {
+				continue
+			}
+			if best == nil || a.CreatedAt.After(best.CreatedAt) {
+				best = a
 			}
 		}
 	}
-	return ""
+	if best == nil {
+		return ""
+	}
+	return best.ID
 }
 
 // pendingText is what a model reads when its call waits for approval id:

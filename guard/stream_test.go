@@ -88,3 +88,35 @@ func mustApproval(t *testing.T, f *fixture, id string) *store.Approval {
 	}
 	return a
 }
+
+// Calling again continues the request of an identical call: pending, the
+// same approval answers; denied, the denial answers (no second request);
+// other arguments are a new request.
+func TestCallAgainContinuesRequest(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	o := f.call("dev", "test.confirm", `{"a":1}`)
+	if o.Status != audit.StatusPending || strings.Contains(o.Result, "armory ") || !strings.Contains(o.Human, "armory call --resume "+o.ApprovalID) {
+		t.Fatalf("first: %+v", o)
+	}
+	if again := f.call("dev", "test.confirm", `{"a":1}`); again.Status != audit.StatusPending || again.ApprovalID != o.ApprovalID {
+		t.Fatalf("again: %+v", again)
+	}
+	if err := f.st.DecideApproval(ctx, o.ApprovalID, store.StatusDenied, "human", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	if again := f.call("dev", "test.confirm", `{"a":1}`); again.Status != audit.StatusDenied || !strings.Contains(again.Result, "not now") {
+		t.Fatalf("after the denial: %+v", again)
+	}
+	if other := f.call("dev", "test.confirm", `{"a":2}`); other.Status != audit.StatusPending || other.ApprovalID == o.ApprovalID {
+		t.Fatalf("other arguments: %+v", other)
+	}
+	all := 0
+	for _, st := range []store.ApprovalStatus{store.StatusPending, store.StatusEscalated, store.StatusApproved, store.StatusDenied} {
+		l, _ := f.st.ListApprovals(ctx, store.ApprovalFilter{Agent: "dev", Status: st})
+		all += len(l)
+	}
+	if all != 2 {
+		t.Fatalf("%d requests, want 2 (one per distinct call)", all)
+	}
+}
