@@ -117,6 +117,7 @@ func testTools() []*testTool {
 		{name: "test.net", man: armory.Manifest{Category: armory.CatOther, Capabilities: []armory.Capability{armory.CapNetwork}}},
 		{name: "test.slow", man: armory.Manifest{Category: armory.CatOther}},
 		{name: "test.stream", man: armory.Manifest{Category: armory.CatOther}, stream: 100},
+		{name: "test.ownjust", man: armory.Manifest{Category: armory.CatOther}, schema: `{"type":"object","properties":{"justification":{"type":"string"}}}`},
 	}
 }
 

@@ -120,3 +120,23 @@ func TestCallAgainContinuesRequest(t *testing.T) {
 		t.Fatalf("%d requests, want 2 (one per distinct call)", all)
 	}
 }
+
+// A tool that declares its own "justification" argument gets it, and the
+// argument does not pass loop detection (only the surfaces' own fields do).
+func TestOwnJustificationIsTheTools(t *testing.T) {
+	f := newFixture(t)
+	var o Outcome
+	for range 5 {
+		o = f.call("ops", "test.ownjust", `{"justification":"mine"}`)
+	}
+	if o.Status != audit.StatusBlocked || !strings.Contains(o.Result, "Loop detected") {
+		t.Fatalf("fifth: %+v", o)
+	}
+	if n := f.tools["test.ownjust"].runs.Load(); n != 4 {
+		t.Fatalf("ran %d times", n)
+	}
+	o = f.p.Execute(context.Background(), Call{Agent: "ops", Tool: "test.ownjust", Args: json.RawMessage(`{"justification":"mine"}`), Justification: "via _meta"})
+	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, `"justification":"mine"`) {
+		t.Fatalf("justified through the call: %+v", o)
+	}
+}
