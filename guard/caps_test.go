@@ -125,6 +125,13 @@ func TestLoopDetectionRepeats(t *testing.T) {
 	if len(recs) != 2 || recs[1].Justification != "polling a build that is still running" || strings.Contains(string(recs[1].Args), "justification") {
 		t.Fatalf("audit of the justified call: %+v", recs[1])
 	}
+	long := strings.Repeat("j", 2001)
+	if o := f.call("ops", "test.noop", `{"same":true,"justification":"`+long+`"}`); o.Status != audit.StatusError || !strings.Contains(o.Result, "the limit is 2000") {
+		t.Fatalf("over-long justification: %.200s", o.Result)
+	}
+	if o := f.p.Execute(context.Background(), Call{Agent: "ops", Tool: "test.noop", Args: json.RawMessage(`{}`), Justification: long}); o.Status != audit.StatusError {
+		t.Fatalf("over-long justification field: %.200s", o.Result)
+	}
 	if o := f.call("ops", "test.noop", `{"same":true,"justification":7}`); o.Status != audit.StatusError || !strings.Contains(o.Result, "must be a string") {
 		t.Fatalf("non-string justification: %+v", o)
 	}
