@@ -168,3 +168,40 @@ func (t *Edit) Preview(ctx context.Context, inv armory.Invocation) (string, erro
 	}
 	return unified(tg, true, old, out), nil
 }
+
+var _ armory.Previewer = (*Delete)(nil)
+
+// Preview returns, for a file, the unified diff of its deletion (every line
+// removed, to /dev/null); for a folder, a line saying so. It changes
+// nothing.
+func (t *Delete) Preview(ctx context.Context, inv armory.Invocation) (string, error) {
+	const op = "workspace.delete"
+	var a struct {
+		Path      string `json:"path"`
+		Recursive bool   `json:"recursive"`
+	}
+	if err := decodeArgs(op, inv.Args, &a); err != nil {
+		return "", err
+	}
+	tg, old, exists, err := readCurrent(op, inv.Agent, a.Path)
+	var big errTooLarge
+	switch {
+	case errors.As(err, &big):
+		return fmt.Sprintf("%s: deleted, %d bytes (too large to show a diff; the limit is %d bytes)\n", tg, big.size, PreviewLimit), nil
+	case armory.KindOf(err) == armory.KindPermission && a.Recursive:
+		return fmt.Sprintf("%s: not a regular file; a recursive delete removes it with everything in it\n", tg), nil
+	case err != nil:
+		return "", err
+	case !exists:
+		return "", armory.E(op, armory.KindNotFound, tg.String()+" does not exist")
+	}
+	if strings.IndexByte(old, 0) >= 0 {
+		return fmt.Sprintf("%s: deleted, binary content, %d bytes\n", tg, len(old)), nil
+	}
+	d := udiff.Unified("a/"+tg.String(), "/dev/null", old, "")
+	if len(d) > MaxPreviewBytes {
+		cut := strings.LastIndexByte(d[:MaxPreviewBytes], '\n') + 1
+		d = d[:cut] + fmt.Sprintf("… diff cut at %d bytes (it is %d bytes)\n", cut, len(d))
+	}
+	return d, nil
+}

@@ -40,6 +40,10 @@ func TestPreviewDiffs(t *testing.T) {
 	if _, err := preview(t, &Edit{}, f.env, map[string]any{"path": "a.txt", "old_string": "four", "new_string": "4"}); err == nil || !strings.Contains(armory.Message(err), "the edit would fail") {
 		t.Fatalf("absent old_string: %v", err)
 	}
+	d, err = preview(t, &Delete{}, f.env, map[string]any{"path": "a.txt"})
+	if err != nil || d != "--- a/a.txt\n+++ /dev/null\n@@ -1,3 +0,0 @@\n-one\n-two\n-three\n" {
+		t.Fatalf("delete: %q %v", d, err)
+	}
 	mustWrite(t, filepath.Join(f.ws, "big.txt"), strings.Repeat("x", PreviewLimit+1))
 	if d, err := preview(t, &Write{}, f.env, map[string]any{"path": "big.txt", "content": "y"}); err != nil || !strings.Contains(d, "too large to show a diff") {
 		t.Fatalf("large file: %q %v", d, err)
@@ -64,7 +68,7 @@ func TestPreviewConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"../ws-evil/secret.txt", "link.txt", "dir/secret.txt", "/etc/passwd", "@project:web/../../ws-evil/secret.txt"} {
-		for _, tool := range []armory.Previewer{&Write{}, &Edit{}} {
+		for _, tool := range []armory.Previewer{&Write{}, &Edit{}, &Delete{}} {
 			d, err := preview(t, tool, f.env, map[string]any{"path": p, "content": "x", "old_string": "TOP", "new_string": "x"})
 			if strings.Contains(d, "TOP-SECRET") || (err != nil && strings.Contains(err.Error(), "TOP-SECRET")) {
 				t.Fatalf("%T %s leaked the file: %q %v", tool, p, d, err)
