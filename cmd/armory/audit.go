@@ -56,6 +56,9 @@ func (a *app) auditCmd() *cobra.Command {
 				if r.ApprovalID != "" {
 					fmt.Fprintf(a.stdout, " [approval %s by %s]", r.ApprovalID, r.DecidedBy)
 				}
+				if r.Justification != "" {
+					fmt.Fprintf(a.stdout, " [justified: %s]", oneLine(r.Justification))
+				}
 				fmt.Fprintln(a.stdout)
 			}
 			return nil

@@ -66,6 +66,9 @@ func TestCLIRepetitionAcrossProcesses(t *testing.T) {
 		recs[0].Justification != "the file is rewritten by a build" || strings.Contains(string(recs[0].Args), "justification") {
 		t.Fatalf("audit: %+v", r)
 	}
+	if r := armoryCmd(t, env, "audit", "--limit", "1"); !strings.Contains(r.stdout, "[justified: the file is rewritten by a build]") {
+		t.Fatalf("audit text: %+v", r)
+	}
 }
 
 // An unnamed session ends by idling (here after 2s, set in world-config.yaml)
