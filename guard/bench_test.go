@@ -114,3 +114,32 @@ func BenchmarkPipelineNoopPostgres(b *testing.B) {
 	}
 	benchPipeline(b, f)
 }
+
+// BenchmarkStreamingCall: one call of a tool that sends 100 progress
+// messages, with a caller that takes them (each is one stream event taken
+// from the store before delivery) and with one that does not.
+func BenchmarkStreamingCall(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		progress bool
+	}{{"progress", true}, {"no-progress", false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			f := newFixture(b)
+			ctx := context.Background()
+			f.st.SetLimitOverride(ctx, "dev:bench", "stream_events", 1<<40)
+			f.st.SetLimitOverride(ctx, "dev:bench", "tool_invocations", 1<<40)
+			f.st.SetLimitOverride(ctx, "dev:bench", "session_runtime", 1<<40)
+			c := Call{Agent: "dev", Tool: "test.stream", Session: "dev:bench"}
+			if tc.progress {
+				c.Progress = func(string) {}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				c.Args = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+				if o := f.p.Execute(ctx, c); o.Status != audit.StatusSuccess {
+					b.Fatal(o.Result)
+				}
+			}
+		})
+	}
+}

@@ -8,11 +8,18 @@ import (
 	"github.com/armory-dev/armory/world"
 )
 
+// streamChunk is how many stream events a streaming call reserves at a
+// time; what it does not use is given back when it ends (Store.Release).
+const streamChunk = 32
+
 // streamMeter counts a running call's progress messages against the
 // session's stream_events cap: every message a caller receives is one
-// event (the call's result was one already, taken at admission). Each
-// message takes its event from the store before it is delivered (Acquire,
-// exact across processes); when the cap is reached the message is dropped
+// event (the call's result was one already, taken at admission). Events
+// are reserved from the store in chunks (Acquire, exact across processes),
+// a message is delivered only against a reserved event, and the unused
+// part of the last chunk is given back at the end, so the session's count
+// is exact once the call ends (while it runs, at most streamChunk-1 events
+// are reserved ahead). When no more can be reserved the message is dropped
 // and the tool is stopped.
 type streamMeter struct {
 	p       *Pipeline
@@ -22,7 +29,10 @@ type streamMeter struct {
 	deliver func(string)
 
 	mu       sync.Mutex
-	stopped  bool
+	chunk    int64 // the next reservation's size (falls to 1 near the cap)
+	reserved int64 // reserved and not yet used
+	stopped  bool  // no more messages are delivered
+	capped   bool  // stopped by the cap (or a store failure: err)
 	cur, max int64
 	err      error
 }
@@ -35,7 +45,7 @@ func (p *Pipeline) meter(ctx context.Context, s *state) (context.Context, *strea
 		return ctx, nil, nil
 	}
 	tctx, cancel := context.WithCancel(ctx)
-	m := &streamMeter{p: p, s: s, ctx: ctx, cancel: cancel, deliver: s.c.Progress}
+	m := &streamMeter{p: p, s: s, ctx: context.WithoutCancel(ctx), cancel: cancel, deliver: s.c.Progress, chunk: streamChunk}
 	return tctx, m, m.progress
 }
 
@@ -45,23 +55,35 @@ func (m *streamMeter) progress(msg string) {
 	if m.stopped {
 		return
 	}
-	cur, ok, err := m.p.st.Acquire(context.WithoutCancel(m.ctx), m.s.c.Session, world.LimitStreamEvents, 1, m.p.Limit(m.s.ag, world.LimitStreamEvents))
-	if err != nil || !ok {
-		m.stopped, m.cur, m.err = true, cur, err
-		m.max = m.p.Limit(m.s.ag, world.LimitStreamEvents)
-		if ov, oerr := m.p.st.LimitOverrides(m.ctx, m.s.c.Session); oerr == nil {
-			if v, has := ov[world.LimitStreamEvents]; has {
-				m.max = v
+	limit := m.p.Limit(m.s.ag, world.LimitStreamEvents)
+	for m.reserved == 0 {
+		cur, ok, err := m.p.st.Acquire(m.ctx, m.s.c.Session, world.LimitStreamEvents, m.chunk, limit)
+		switch {
+		case err != nil:
+			m.stopped, m.capped, m.err = true, true, err
+		case ok:
+			m.reserved = m.chunk
+			continue
+		case m.chunk > 1:
+			m.chunk = 1 // near the cap: one event at a time
+			continue
+		default:
+			m.stopped, m.capped, m.cur, m.max = true, true, cur, limit
+			if ov, oerr := m.p.st.LimitOverrides(m.ctx, m.s.c.Session); oerr == nil {
+				if v, has := ov[world.LimitStreamEvents]; has {
+					m.max = v
+				}
 			}
 		}
 		m.cancel()
 		return
 	}
+	m.reserved--
 	m.deliver(msg)
 }
 
-// done releases the meter and reports why it stopped the stream ("" when
-// it did not).
+// done gives back what the meter reserved and did not use, and reports why
+// it stopped the stream ("" when it did not).
 func (m *streamMeter) done() string {
 	if m == nil {
 		return ""
@@ -69,7 +91,13 @@ func (m *streamMeter) done() string {
 	m.cancel()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.stopped {
+	m.stopped = true // a message sent after the tool returned is not delivered
+	if m.reserved > 0 {
+		if _, err := m.p.st.Release(m.ctx, m.s.c.Session, world.LimitStreamEvents, m.reserved); err == nil {
+			m.reserved = 0
+		}
+	}
+	if !m.capped {
 		return ""
 	}
 	if m.err != nil {

@@ -3,7 +3,9 @@ package guard
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/armory-dev/armory/audit"
@@ -138,5 +140,30 @@ func TestOwnJustificationIsTheTools(t *testing.T) {
 	o = f.p.Execute(context.Background(), Call{Agent: "ops", Tool: "test.ownjust", Args: json.RawMessage(`{"justification":"mine"}`), Justification: "via _meta"})
 	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, `"justification":"mine"`) {
 		t.Fatalf("justified through the call: %+v", o)
+	}
+}
+
+// Two streaming calls at once in one session with a cap of 120: the cap
+// holds between them, every delivered message is counted exactly once, and
+// nothing reserved and unused stays counted.
+func TestStreamEventsConcurrentCap(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.st.SetLimitOverride(ctx, "dev:c", world.LimitStreamEvents, 120); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	delivered := 0
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.stream", Args: json.RawMessage(fmt.Sprintf(`{"c":%d}`, i)), Session: "dev:c",
+				Progress: func(string) { mu.Lock(); delivered++; mu.Unlock() }})
+		})
+	}
+	wg.Wait()
+	c, _ := f.st.Counters(ctx, "dev:c")
+	if c[world.LimitStreamEvents] != int64(2+delivered) || c[world.LimitStreamEvents] > 120 || delivered != 118 {
+		t.Fatalf("stream_events %d, %d messages delivered (want 120 and 118)", c[world.LimitStreamEvents], delivered)
 	}
 }

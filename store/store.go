@@ -94,6 +94,12 @@ type Store interface {
 	// set (SetLimitOverride), else max. It returns the counter's value after
 	// the call and whether n was added. Errors: ErrInvalid for n < 0.
 	Acquire(ctx context.Context, session, counter string, n, max int64) (current int64, ok bool, err error)
+	// Release subtracts n (≥ 0) from the session's counter, not below 0,
+	// atomically with respect to every other Store on the database, and
+	// returns the value after the call (0 for a counter without a value).
+	// It gives back what an Acquire reserved and did not use. Errors:
+	// ErrInvalid for n < 0.
+	Release(ctx context.Context, session, counter string, n int64) (current int64, err error)
 	// Counters returns the session's counters (empty map when none).
 	Counters(ctx context.Context, session string) (map[string]int64, error)
 	// SetLimitOverride sets the session's limit for counter (used by

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -137,5 +138,53 @@ func testSessionGenerations(t *testing.T, open Opener) {
 	}
 	if gens, _ := s.SessionGenerations(ctx, base, 0); len(gens) != 3 {
 		t.Fatalf("a reset generation is still listed: %v", gens)
+	}
+}
+
+// Release gives back what Acquire took, never below zero, exactly under
+// concurrency across two Stores, and an Admit after it sees the new value.
+func testRelease(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	stores := []store.Store{open(t), open(t)}
+	if cur, err := stores[0].Release(ctx, "rel", "events", 3); err != nil || cur != 0 {
+		t.Fatalf("release of a missing counter: %d %v", cur, err)
+	}
+	if _, err := stores[0].Release(ctx, "rel", "events", -1); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("negative release: %v", err)
+	}
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			s := stores[i%2]
+			if _, ok, err := s.Acquire(ctx, "rel", "events", 5, 1000); err != nil || !ok {
+				t.Errorf("acquire: %v %v", ok, err)
+				return
+			}
+			if _, err := s.Release(ctx, "rel", "events", 2); err != nil {
+				t.Errorf("release: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	c, err := stores[1].Counters(ctx, "rel")
+	if err != nil || c["events"] != 300 {
+		t.Fatalf("after 100 × (+5, −2): %v %v", c, err)
+	}
+	// stores[1]'s committer now caches the counter (301); stores[0] and
+	// stores[1] itself then release it: the next admission must see 0.
+	if res, err := stores[1].Admit(ctx, &store.AdmitRequest{Session: "rel", Record: startRecord("rel", 0),
+		Acquire: []store.Acquisition{{Counter: "events", N: 1, Max: 1 << 40}}}); err != nil || !res.Admitted {
+		t.Fatalf("admit: %+v %v", res, err)
+	}
+	if cur, err := stores[1].Release(ctx, "rel", "events", 1); err != nil || cur != 300 {
+		t.Fatalf("release on the caching store: %d %v", cur, err)
+	}
+	if cur, err := stores[0].Release(ctx, "rel", "events", 1000); err != nil || cur != 0 {
+		t.Fatalf("release past zero: %d %v", cur, err)
+	}
+	res, err := stores[1].Admit(ctx, &store.AdmitRequest{Session: "rel", Record: startRecord("rel", 1),
+		Acquire: []store.Acquisition{{Counter: "events", N: 1, Max: 1}}})
+	if err != nil || !res.Admitted {
+		t.Fatalf("admit after release: %+v %v", res, err)
 	}
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitNoSync", testAdmitNoSync},
 		{"AdmitRepeatTwoStores", testAdmitRepeatTwoStores},
 		{"SessionGenerations", testSessionGenerations},
+		{"ReleaseTwoStores", testRelease},
 		{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
 		{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
 		{"CacheManySessions", testCacheManySessions},
