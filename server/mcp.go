@@ -109,6 +109,7 @@ func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
 				Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		})
+	srv.AddReceivingMiddleware(s.unlistedToolCalls(ag))
 	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
 		if err := s.addMCPTool(srv, ag.ID, t); err != nil {
 			return nil, err
@@ -156,6 +157,26 @@ func (s *Server) addMCPTool(srv *mcp.Server, agent string, t registry.MCPTool) e
 	}
 	srv.AddTool(tool, s.toolHandler(agent, len(t.OutputSchema) > 0))
 	return nil
+}
+
+// unlistedToolCalls sends a tools/call naming a tool the agent's MCP server
+// does not list (unknown, not granted, or a model's provider-style name)
+// through the pipeline like any call. The SDK would answer such a call with
+// a protocol error (-32602) before any Armory code runs, so nothing would be
+// audited; a probe for tools an agent cannot see is exactly what an operator
+// looks for in the trail, and the model gets a tool error it can read.
+func (s *Server) unlistedToolCalls(ag *host.Agent) mcp.Middleware {
+	handle := s.toolHandler(ag.ID, false)
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !ag.Registry.Has(cr.Params.Name) {
+					return handle(ctx, cr)
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
 }
 
 // instructions are the toolkit policy texts that apply to the agent's

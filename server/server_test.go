@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
@@ -268,14 +270,22 @@ func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 		t.Errorf("structured outcome: %s", sc)
 	}
 
-	// The reviewer's endpoint does not have workspace.write: nothing runs.
+	// The reviewer's endpoint does not have workspace.write, nor does any
+	// agent have nope.tool: nothing runs, the model reads why, and each
+	// probe is in the audit trail.
 	rev := e.mcp("reviewer", e.token("reviewer"), nil)
-	if _, err := rev.CallTool(ctx, &mcp.CallToolParams{Name: "workspace.write", Arguments: map[string]any{"path": "x", "content": "x"}}); err == nil {
-		t.Fatal("reviewer called a tool it does not have")
+	for _, name := range []string{"workspace.write", "nope.tool"} {
+		res, err := rev.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": "x", "content": "x"}})
+		if err != nil || !res.IsError || !strings.Contains(callText(res), name) {
+			t.Fatalf("reviewer's call of %s: %v %+v", name, err, res)
+		}
+		recs, _ = e.st.ListAudit(ctx, store.AuditFilter{Agent: "reviewer", Tool: name})
+		if len(recs) != 1 || recs[0].Status == audit.StatusSuccess {
+			t.Fatalf("reviewer's refused call of %s: %d audit records %+v", name, len(recs), recs)
+		}
 	}
-	recs, _ = e.st.ListAudit(ctx, store.AuditFilter{Agent: "reviewer"})
-	if len(recs) != 0 {
-		t.Fatalf("reviewer's refused call reached the pipeline: %d records", len(recs))
+	if _, err := os.Stat(filepath.Join(e.h.World.Workspace("reviewer"), "x")); err == nil {
+		t.Fatal("reviewer's refused write ran")
 	}
 }
 
