@@ -17,8 +17,8 @@ package server_test
 // median latency at one client − bare's in the same round.
 // ARMORY_PEERBENCH_ONLY=armory,workspace.read (names of the table) limits the
 // run to those systems (for a CPU profile of one side: -cpuprofile; the
-// clients' goroutines carry the pprof label side=client, so
-// `go tool pprof -tagignore side=client` shows the servers' side alone).
+// goroutines carry the pprof label side=armory, side=bare or side=client,
+// so `go tool pprof -tagfocus side=armory` shows Armory's side alone).
 // docs/benchmarks.md, "Against the peers", records the figures.
 //
 // TestPeersUpstreamSmoke, in the normal test run, only checks that every
@@ -202,7 +202,11 @@ func startBareEcho(t testing.TB) string {
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: h}
-	go hs.Serve(ln)
+	go func() {
+		// Its connections' goroutines carry the pprof label side=bare.
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "bare")))
+		hs.Serve(ln)
+	}()
 	t.Cleanup(func() { hs.Close() })
 	return "http://" + ln.Addr().String() + "/mcp"
 }
@@ -400,7 +404,14 @@ func BenchmarkPeersUpstreamHop(b *testing.B) {
 	if v := os.Getenv("ARMORY_PEERBENCH_ONLY"); v != "" {
 		only = append(strings.Split(v, ","), "bare")
 	}
+	// The goroutines the systems start (Armory's server, its committers,
+	// its upstream's client) carry the pprof label side=armory, the bare
+	// server's side=bare; from then on, this goroutine and those it starts
+	// (the clients' sessions and their transports) side=client.
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "armory")))
 	systems := startPeerSystems(b, only)
+	pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
+	defer pprof.SetGoroutineLabels(context.Background())
 	one := make([]*mcp.ClientSession, len(systems))
 	many := make([][]*mcp.ClientSession, len(systems))
 	for i := range systems {
