@@ -315,14 +315,18 @@ func peerCall(cs *mcp.ClientSession, s *peerSystem, i int) error {
 	return nil
 }
 
-// TestPeersUpstreamSmoke: every system of the peer benchmark starts, and
-// answers one call of the echo tool (workspace.read for that system) with
-// the expected text.
+// TestPeersUpstreamSmoke: every system of the peer benchmark starts,
+// speaks the client's protocol revision and answers one call of the echo
+// tool (workspace.read for that system) with the expected text.
 func TestPeersUpstreamSmoke(t *testing.T) {
 	for _, s := range startPeerSystems(t, nil) {
 		cs := openSessions(t, 1, s.url, s.token, s.st)[0]
 		if err := peerCall(cs, &s, 1); err != nil {
 			t.Error(err)
+		}
+		// Every system speaks the revision the client asks for.
+		if v := cs.InitializeResult().ProtocolVersion; v != legacyProtocol {
+			t.Errorf("%s speaks %s, want %s", s.name, v, legacyProtocol)
 		}
 	}
 }
@@ -458,7 +462,7 @@ func BenchmarkPeersUpstreamHop(b *testing.B) {
 		}
 	}
 	fmt.Fprintf(&out, "\nmin–max over %d rounds\n", rounds)
-	fmt.Fprintf(&out, "%-16s %15s %15s %17s %15s %11s\n", "system", "p50", "hop p50", "hop p99", "calls/s@16", "x bare@16")
+	fmt.Fprintf(&out, "%-16s %15s %15s %17s %11s %11s %11s\n", "system", "p50", "hop p50", "hop p99", "calls/s@1", "calls/s@16", "x bare@16")
 	col := func(i int, f func(peerRun) float64) []float64 {
 		v := make([]float64, rounds)
 		for r := range rounds {
@@ -471,10 +475,11 @@ func BenchmarkPeersUpstreamHop(b *testing.B) {
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	for i, s := range systems {
-		fmt.Fprintf(&out, "%-16s %15s %15s %17s %15s %11s\n", s.name,
+		fmt.Fprintf(&out, "%-16s %15s %15s %17s %11s %11s %11s\n", s.name,
 			rng(col(i, func(x peerRun) float64 { return ms(x.p50) }), "%.2f")+" ms",
 			rng(col(i, func(x peerRun) float64 { return ms(x.hop) }), "%+.2f")+" ms",
 			rng(col(i, func(x peerRun) float64 { return ms(x.hop99) }), "%+.2f")+" ms",
+			rng(col(i, func(x peerRun) float64 { return x.rate1 }), "%.0f"),
 			rng(col(i, func(x peerRun) float64 { return x.rate16 }), "%.0f"),
 			rng(col(i, func(x peerRun) float64 { return x.ratio16 }), "%.2f"))
 	}
