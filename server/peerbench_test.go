@@ -9,10 +9,11 @@ package server_test
 //	go test ./server -run '^$' -bench PeersUpstreamHop -benchtime 1x -timeout 30m
 //
 // The systems start once; then, for ARMORY_PEERBENCH_ROUNDS rounds (5), each
-// system in turn (the order rotates every round) makes
-// ARMORY_PEERBENCH_CALLS1 calls (1000) from one client, one after the other,
-// and ARMORY_PEERBENCH_CALLS16 calls (3000) spread over 16 clients (each its
-// own MCP session). The baseline is the echo server itself, served by the
+// system makes ARMORY_PEERBENCH_CALLS1 calls (1000) from one client, one
+// after the other, and ARMORY_PEERBENCH_CALLS16 calls (3000) spread over 16
+// clients (each its own MCP session), in ARMORY_PEERBENCH_SLICES slices (5):
+// the systems take turns slice by slice (the first one rotates), so that
+// all of them see the same stretch of a shared machine's load. The baseline is the echo server itself, served by the
 // go-sdk over streamable HTTP in this process ("bare"): hop = a system's
 // median latency at one client − bare's in the same round.
 // ARMORY_PEERBENCH_ONLY=armory,workspace.read (names of the table) limits the
@@ -404,6 +405,10 @@ func BenchmarkPeersUpstreamHop(b *testing.B) {
 	rounds := envInt(b, "ARMORY_PEERBENCH_ROUNDS", 5)
 	calls1 := envInt(b, "ARMORY_PEERBENCH_CALLS1", 1000)
 	calls16 := envInt(b, "ARMORY_PEERBENCH_CALLS16", 3000)
+	nslices := envInt(b, "ARMORY_PEERBENCH_SLICES", 5)
+	if nslices > calls1 || nslices > calls16 {
+		b.Fatalf("ARMORY_PEERBENCH_SLICES=%d: more slices than calls", nslices)
+	}
 	var only []string
 	if v := os.Getenv("ARMORY_PEERBENCH_ONLY"); v != "" {
 		only = append(strings.Split(v, ","), "bare")
@@ -430,14 +435,29 @@ func BenchmarkPeersUpstreamHop(b *testing.B) {
 	runs := make([][]peerRun, rounds) // [round][system]
 	for r := range rounds {
 		runs[r] = make([]peerRun, len(systems))
-		for k := range systems {
-			i := (k + r) % len(systems) // a different system goes first each round
-			s := &systems[i]
-			lat1, wall1 := peerLoad(b, one[i:i+1], s, calls1)
-			lat16, wall16 := peerLoad(b, many[i], s, calls16)
+		lat1 := make([][]time.Duration, len(systems))
+		lat16 := make([][]time.Duration, len(systems))
+		wall1 := make([]time.Duration, len(systems))
+		wall16 := make([]time.Duration, len(systems))
+		// The round's calls in slices, the systems taking turns within
+		// each, so that every system sees the same stretch of machine
+		// load (which drifts on a shared machine).
+		for sl := range nslices {
+			n1 := calls1*(sl+1)/nslices - calls1*sl/nslices
+			n16 := calls16*(sl+1)/nslices - calls16*sl/nslices
+			for k := range systems {
+				i := (k + r + sl) % len(systems) // a different system goes first each time
+				s := &systems[i]
+				l, w := peerLoad(b, one[i:i+1], s, n1)
+				lat1[i], wall1[i] = append(lat1[i], l...), wall1[i]+w
+				l, w = peerLoad(b, many[i], s, n16)
+				lat16[i], wall16[i] = append(lat16[i], l...), wall16[i]+w
+			}
+		}
+		for i := range systems {
 			runs[r][i] = peerRun{
-				p50: pct(lat1, 50), p99: pct(lat1, 99), rate1: float64(calls1) / wall1.Seconds(),
-				rate16: float64(calls16) / wall16.Seconds(), p50x16: pct(lat16, 50), p99x16: pct(lat16, 99),
+				p50: pct(lat1[i], 50), p99: pct(lat1[i], 99), rate1: float64(calls1) / wall1[i].Seconds(),
+				rate16: float64(calls16) / wall16[i].Seconds(), p50x16: pct(lat16[i], 50), p99x16: pct(lat16[i], 99),
 			}
 		}
 		for i := range systems {
@@ -449,8 +469,8 @@ func BenchmarkPeersUpstreamHop(b *testing.B) {
 	b.StopTimer()
 
 	var out bytes.Buffer
-	fmt.Fprintf(&out, "\npeer benchmark: %d rounds, %d calls at 1 client, %d at 16 clients, protocol %s, GOMAXPROCS %d\n",
-		rounds, calls1, calls16, legacyProtocol, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&out, "\npeer benchmark: %d rounds of %d slices, %d calls at 1 client, %d at 16 clients, protocol %s, GOMAXPROCS %d\n",
+		rounds, nslices, calls1, calls16, legacyProtocol, runtime.GOMAXPROCS(0))
 	head := "%-16s %9s %9s %9s %9s %10s %10s %9s %9s %7s\n"
 	line := "%-16s %9s %9s %9s %9s %10.0f %10.0f %9s %9s %7.2f\n"
 	for r := range rounds {
