@@ -131,9 +131,10 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startNodePeer runs a proxy with Node 22 (own process group, killed with
-// the test) and waits, at most 30 s, until it accepts connections on port.
-func (p proxyPeers) start(t testing.TB, name string, port int, script string, args ...string) {
+// start runs a proxy with Node 22 (own process group, killed with the
+// test); the function it returns waits, at most 30 s, until the proxy
+// accepts connections on port.
+func (p proxyPeers) start(t testing.TB, name string, port int, script string, args ...string) (ready func()) {
 	t.Helper()
 	home := t.TempDir()
 	cmd := exec.Command(p.node, append([]string{script}, args...)...)
@@ -155,41 +156,44 @@ func (p proxyPeers) start(t testing.TB, name string, port int, script string, ar
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-exited:
-			t.Fatalf("%s exited before listening on %s:\n%s", name, addr, out)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not listen on %s after 30 s:\n%s", name, addr, out)
+	return func() {
+		t.Helper()
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+				return
+			}
+			select {
+			case <-exited:
+				t.Fatalf("%s exited before listening on %s:\n%s", name, addr, out)
+			case <-time.After(50 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not listen on %s after 30 s:\n%s", name, addr, out)
+			}
 		}
 	}
 }
 
 // startMCPProxy puts mcp-proxy (streamable HTTP only, on loopback) in front
-// of the stdio command; it returns the endpoint.
-func (p proxyPeers) startMCPProxy(t testing.TB, command string) string {
+// of the stdio command; it returns the endpoint and start's ready.
+func (p proxyPeers) startMCPProxy(t testing.TB, command string) (string, func()) {
 	port := freePort(t)
-	p.start(t, "mcp-proxy", port, p.mcpProxy, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--server", "stream", "--", command)
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	ready := p.start(t, "mcp-proxy", port, p.mcpProxy, "--host", "127.0.0.1", "--port", strconv.Itoa(port), "--server", "stream", "--", command)
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port), ready
 }
 
 // startSupergateway puts supergateway --stateful (stdio → streamable HTTP,
 // one child process per session, logging off) in front of the command. It
 // has no option to choose the listening address.
-func (p proxyPeers) startSupergateway(t testing.TB, command string) string {
+func (p proxyPeers) startSupergateway(t testing.TB, command string) (string, func()) {
 	port := freePort(t)
-	p.start(t, "supergateway", port, p.supergateway, "--stdio", command, "--outputTransport", "streamableHttp",
+	ready := p.start(t, "supergateway", port, p.supergateway, "--stdio", command, "--outputTransport", "streamableHttp",
 		"--stateful", "--port", strconv.Itoa(port), "--logLevel", "none")
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	return fmt.Sprintf("http://127.0.0.1:%d/mcp", port), ready
 }
 
 // startBareEcho serves the echo server with the go-sdk's stateful
@@ -252,6 +256,17 @@ func startPeerSystems(t testing.TB, only []string) []peerSystem {
 	echoArgs := func(i int) map[string]any { return map[string]any{"text": "hello", "i": i} }
 	want := `"text":"hello"`
 	use := func(name string) bool { return len(only) == 0 || slices.Contains(only, name) }
+	// The proxies start (Node takes a while) while Armory does.
+	var proxies []peerSystem
+	var ready []func()
+	if use("mcp-proxy") {
+		url, r := p.startMCPProxy(t, echo)
+		proxies, ready = append(proxies, peerSystem{name: "mcp-proxy", url: url, tool: mcpecho.Tool, args: echoArgs, want: want}), append(ready, r)
+	}
+	if use("supergateway") {
+		url, r := p.startSupergateway(t, echo)
+		proxies, ready = append(proxies, peerSystem{name: "supergateway", url: url, tool: mcpecho.Tool, args: echoArgs, want: want}), append(ready, r)
+	}
 	systems := []peerSystem{{name: "bare", url: startBareEcho(t), tool: mcpecho.Tool, args: echoArgs, want: want}}
 	for i, mode := range peerDurabilityModes() {
 		name := "armory"
@@ -285,13 +300,10 @@ func startPeerSystems(t testing.TB, only []string) []peerSystem {
 				want: strings.TrimSpace(peerReadText[1:])})
 		}
 	}
-	if use("mcp-proxy") {
-		systems = append(systems, peerSystem{name: "mcp-proxy", url: p.startMCPProxy(t, echo), tool: mcpecho.Tool, args: echoArgs, want: want})
+	for _, r := range ready {
+		r()
 	}
-	if use("supergateway") {
-		systems = append(systems, peerSystem{name: "supergateway", url: p.startSupergateway(t, echo), tool: mcpecho.Tool, args: echoArgs, want: want})
-	}
-	return systems
+	return append(systems, proxies...)
 }
 
 // peerCall makes one tools/call, number i, (bounded by 30 s) and checks
@@ -320,6 +332,7 @@ func peerCall(cs *mcp.ClientSession, s *peerSystem, i int) error {
 // speaks the client's protocol revision and answers one call of the echo
 // tool (workspace.read for that system) with the expected text.
 func TestPeersUpstreamSmoke(t *testing.T) {
+	t.Parallel() // mostly waiting for Node to start
 	for _, s := range startPeerSystems(t, nil) {
 		cs := openSessions(t, 1, s.url, s.token, s.st)[0]
 		if err := peerCall(cs, &s, 1); err != nil {
