@@ -13,9 +13,10 @@ package server_test
 // after the other, and ARMORY_PEERBENCH_CALLS16 calls (3000) spread over 16
 // clients (each its own MCP session), in ARMORY_PEERBENCH_SLICES slices (5):
 // the systems take turns slice by slice (the first one rotates), so that
-// all of them see the same stretch of a shared machine's load. The baseline is the echo server itself, served by the
-// go-sdk over streamable HTTP in this process ("bare"): hop = a system's
-// median latency at one client − bare's in the same round.
+// all of them see the same stretch of a shared machine's load. The
+// baseline is the echo server itself, served by the go-sdk over streamable
+// HTTP in this process ("bare"): hop = a system's median latency at one
+// client − bare's in the same round.
 // ARMORY_PEERBENCH_ONLY=armory,workspace.read (names of the table) limits the
 // run to those systems (for a CPU profile of one side: -cpuprofile; the
 // goroutines carry the pprof label side=armory, side=bare or side=client,
@@ -23,7 +24,7 @@ package server_test
 // docs/benchmarks.md, "Against the peers", records the figures.
 //
 // TestPeersUpstreamSmoke, in the normal test run, only checks that every
-// system starts and answers one call.
+// system starts, speaks 2025-11-25 and answers one call.
 
 import (
 	"bytes"
