@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -380,4 +382,44 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 	if r := rpcReplies(t, a.body, a.hdr); a.status != 200 || len(r) != 1 || string(r[0].ID) != "1" || !bytes.Contains(r[0].Result, []byte(`"isError":true`)) {
 		t.Errorf("id 1: %d %q", a.status, a.body)
 	}
+
+	ev.waitFor(t, func(x guard.Event) bool { return x.Kind == guard.EventCallFinished && x.Status == "denied" })
+
+	// A request with id 1.5 is cancelled by notifications/cancelled naming
+	// 1.5, while its answer streams progress notifications.
+	ctx, cancel := context.WithCancel(ctx30(t))
+	defer cancel()
+	streamed := make(chan string, 1)
+	go func() {
+		hr, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/agents/architect/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"workspace.delete","arguments":{"path":"x"},"_meta":{"progressToken":"p1"}}}`))
+		for k, v := range map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json",
+			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": p.version, "Mcp-Session-Id": p.session} {
+			hr.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			streamed <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		rd := bufio.NewReader(resp.Body)
+		line, err := rd.ReadString('\n')
+		for err == nil && !strings.HasPrefix(line, "data: ") {
+			line, err = rd.ReadString('\n')
+		}
+		streamed <- line
+	}()
+	ev.waitFor(t, func(x guard.Event) bool {
+		return x.Kind == guard.EventApprovalRequested && x.ApprovalID != req.ApprovalID
+	})
+	if line := <-streamed; !strings.Contains(line, `"method":"notifications/progress"`) || !strings.Contains(line, `"progressToken":"p1"`) {
+		t.Errorf("the first event of the stream: %q", line)
+	}
+	if s, b, _ := p.post("notifications/cancelled", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1.5,"reason":"enough"}}`); s != 202 {
+		t.Errorf("cancel: %d %q", s, b)
+	}
+	// The server stopped waiting (long before the 10-minute approval
+	// wait): the call ended pending.
+	ev.waitFor(t, func(x guard.Event) bool { return x.Kind == guard.EventCallFinished && x.Status == "pending" })
 }
