@@ -115,7 +115,7 @@ func (g *rpcGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.next.ServeHTTP(rw, r)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.maxBody))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, g.maxBody), r.ContentLength, g.maxBody)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -152,6 +152,28 @@ func (g *rpcGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rw.call = true
 	}
 	g.next.ServeHTTP(rw, r)
+}
+
+// readBody reads a body (bounded by its reader) into one buffer sized by
+// Content-Length when the client sent one.
+func readBody(rd io.Reader, length, limit int64) ([]byte, error) {
+	if length < 0 || length > limit {
+		length = 512
+	}
+	b := make([]byte, 0, length+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := rd.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func isJSONMediaType(ct string) bool {

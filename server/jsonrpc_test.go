@@ -349,6 +349,10 @@ func TestJSONRPCSessions(t *testing.T) {
 	check("PUT", s, b, h, 405, server.CodeTransport)
 	s, b, h = e.do("POST", "/agents/architect/mcp", tok, ping, "Content-Type", "text/plain", "Accept", "application/json, text/event-stream")
 	check("text/plain body", s, b, h, 415, server.CodeTransport)
+	small := start(t, server.Options{MaxBodyBytes: 4096})
+	s, b, h = small.do("POST", "/agents/architect/mcp", small.token("architect"),
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"`+strings.Repeat("a", 5000)+`"}}`, post...)
+	check("over the body limit", s, b, h, 413, server.CodeTransport)
 
 }
 
