@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -177,8 +176,8 @@ func readBody(rd io.Reader, length, limit int64) ([]byte, error) {
 }
 
 func isJSONMediaType(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "application/json"
+	mt, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "application/json")
 }
 
 // sessionFree reports whether a method is answered without a session on
@@ -233,21 +232,21 @@ const protocolNoBatch = "2025-06-18"
 // parseRPCBody checks a POST body: one JSON value and nothing after it
 // but white space; an object (a message) or, on revisions before
 // 2025-06-18, a non-empty array of them (a batch).
-func parseRPCBody(body []byte, version string) (*rpcBody, *rpcFailure) {
+func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 	if !json.Valid(body) {
 		msg := "Parse error: the body is not one JSON value"
 		if len(bytes.TrimSpace(body)) == 0 {
 			msg = "Parse error: empty body"
 		}
-		return nil, &rpcFailure{code: jsonrpc.CodeParseError, msg: msg}
+		return rpcBody{}, &rpcFailure{code: jsonrpc.CodeParseError, msg: msg}
 	}
 	i := skipWS(body, 0)
-	out := &rpcBody{}
+	var out rpcBody
 	switch body[i] {
 	case '{':
 		m, f := parseMessage(body[i:])
 		if f != nil {
-			return nil, f
+			return rpcBody{}, f
 		}
 		out.sessionFree = sessionFree(m.method)
 		out.call = m.isCall
@@ -263,21 +262,21 @@ func parseRPCBody(body []byte, version string) (*rpcBody, *rpcFailure) {
 		return out, nil
 	case '[':
 		if version >= protocolNoBatch {
-			return nil, invalid(nil, "JSON-RPC batches are not part of MCP %s", version)
+			return rpcBody{}, invalid(nil, "JSON-RPC batches are not part of MCP %s", version)
 		}
 		out.batch = true
-		var msgs []*rpcMessage
+		var msgs []rpcMessage
 		var elems [][]byte
 		changed := false
 		for j := skipWS(body, i+1); body[j] != ']'; {
 			end := valueEnd(body, j)
 			el := body[j:end]
 			if el[0] != '{' {
-				return nil, invalid(nil, "a batch element is not an object")
+				return rpcBody{}, invalid(nil, "a batch element is not an object")
 			}
 			m, f := parseMessage(el)
 			if f != nil {
-				return nil, f
+				return rpcBody{}, f
 			}
 			out.sessionFree = out.sessionFree || sessionFree(m.method)
 			out.tokens = out.tokens || m.tokenID
@@ -290,7 +289,7 @@ func parseRPCBody(body []byte, version string) (*rpcBody, *rpcFailure) {
 			}
 		}
 		if len(msgs) == 0 {
-			return nil, invalid(nil, "empty batch")
+			return rpcBody{}, invalid(nil, "empty batch")
 		}
 		if !changed {
 			return out, nil
@@ -312,7 +311,7 @@ func parseRPCBody(body []byte, version string) (*rpcBody, *rpcFailure) {
 		out.body = append(nb, ']')
 		return out, nil
 	default:
-		return nil, invalid(nil, "the body must be a JSON-RPC message (an object)")
+		return rpcBody{}, invalid(nil, "the body must be a JSON-RPC message (an object)")
 	}
 }
 
@@ -352,7 +351,7 @@ var rpcMembers = [...]string{"jsonrpc", "id", "method", "params", "result", "err
 type member struct{ start, end int }
 
 // parseMessage checks one message (a valid JSON object).
-func parseMessage(obj []byte) (*rpcMessage, *rpcFailure) {
+func parseMessage(obj []byte) (rpcMessage, *rpcFailure) {
 	var mem [len(rpcMembers)]member
 	var seen [len(rpcMembers)]bool
 	var bad *rpcFailure
@@ -374,7 +373,7 @@ func parseMessage(obj []byte) (*rpcMessage, *rpcFailure) {
 		return true
 	})
 	if err != nil {
-		return nil, invalid(nil, "%v", err)
+		return rpcMessage{}, invalid(nil, "%v", err)
 	}
 	val := func(k int) []byte {
 		if !seen[k] {
@@ -382,7 +381,7 @@ func parseMessage(obj []byte) (*rpcMessage, *rpcFailure) {
 		}
 		return obj[mem[k].start:mem[k].end]
 	}
-	m := &rpcMessage{}
+	var m rpcMessage
 	rawID := val(1)
 	// The id to echo in an error: only one that is a valid id.
 	var echo []byte
@@ -391,29 +390,29 @@ func parseMessage(obj []byte) (*rpcMessage, *rpcFailure) {
 	}
 	if bad != nil {
 		bad.id = echo
-		return nil, bad
+		return rpcMessage{}, bad
 	}
 	if v := val(0); v == nil || !jsonStringIs(v, "2.0") {
-		return nil, invalid(echo, `"jsonrpc" must be "2.0"`)
+		return rpcMessage{}, invalid(echo, `"jsonrpc" must be "2.0"`)
 	}
 	if rawID != nil && echo == nil && !bytes.Equal(rawID, []byte("null")) {
-		return nil, invalid(nil, "id must be a string or a number")
+		return rpcMessage{}, invalid(nil, "id must be a string or a number")
 	}
 	m.id = echo
 	method, params, result, rerror := val(2), val(3), val(4), val(5)
 	if method != nil {
 		if method[0] != '"' {
-			return nil, invalid(echo, "method must be a string")
+			return rpcMessage{}, invalid(echo, "method must be a string")
 		}
 		m.method = jsonString(method)
 		if result != nil || rerror != nil {
-			return nil, invalid(echo, "a message cannot be both a request and a response")
+			return rpcMessage{}, invalid(echo, "a message cannot be both a request and a response")
 		}
 		if params != nil && params[0] != '{' && params[0] != '[' {
-			return nil, invalid(echo, "params must be an object or an array")
+			return rpcMessage{}, invalid(echo, "params must be an object or an array")
 		}
 		if rawID != nil && echo == nil {
-			return nil, invalid(nil, "a request id cannot be null (leave it out for a notification)")
+			return rpcMessage{}, invalid(nil, "a request id cannot be null (leave it out for a notification)")
 		}
 		m.isCall = echo != nil
 		if m.isCall && needsToken(rawID) {
@@ -432,15 +431,15 @@ func parseMessage(obj []byte) (*rpcMessage, *rpcFailure) {
 		return m, nil
 	}
 	if params != nil {
-		return nil, invalid(echo, "params without a method")
+		return rpcMessage{}, invalid(echo, "params without a method")
 	}
 	switch {
 	case result == nil && rerror == nil:
-		return nil, invalid(echo, "a message needs a method (request, notification) or a result or error (response)")
+		return rpcMessage{}, invalid(echo, "a message needs a method (request, notification) or a result or error (response)")
 	case result != nil && rerror != nil:
-		return nil, invalid(echo, "a response cannot have both result and error")
+		return rpcMessage{}, invalid(echo, "a response cannot have both result and error")
 	case rerror != nil && rerror[0] != '{':
-		return nil, invalid(echo, "error must be an object")
+		return rpcMessage{}, invalid(echo, "error must be an object")
 	case rawID == nil || echo == nil:
 		if rerror != nil {
 			// An error response that could not name its request: valid
@@ -448,7 +447,7 @@ func parseMessage(obj []byte) (*rpcMessage, *rpcFailure) {
 			m.drop = true
 			return m, nil
 		}
-		return nil, invalid(nil, "a response needs the id of its request")
+		return rpcMessage{}, invalid(nil, "a response needs the id of its request")
 	}
 	return m, nil
 }
