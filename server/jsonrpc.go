@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -91,18 +92,36 @@ var loggingLevels = map[mcp.LoggingLevel]bool{
 	"error": true, "critical": true, "alert": true, "emergency": true,
 }
 
-// checkLogLevel answers logging/setLevel with an unknown level with
-// -32602 (the library stores any string).
+// checkLogLevel answers logging/setLevel with an unknown level, and a
+// request of the sessionless revision naming one in
+// _meta["io.modelcontextprotocol/logLevel"], with -32602 (the library
+// takes any string).
 func checkLogLevel(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "logging/setLevel" {
 			if p, ok := req.GetParams().(*mcp.SetLoggingLevelParams); ok && !loggingLevels[p.Level] {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-					Message: fmt.Sprintf("invalid params: unknown logging level %q (want debug, info, notice, warning, error, critical, alert or emergency)", p.Level)}
+				return nil, badLevel(p.Level)
+			}
+		}
+		if p := req.GetParams(); p != nil && !isNilPointer(p) {
+			if v, ok := p.GetMeta()[mcp.MetaKeyLogLevel]; ok {
+				if s, _ := v.(string); !loggingLevels[mcp.LoggingLevel(s)] {
+					return nil, badLevel(v)
+				}
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+func isNilPointer(p any) bool {
+	v := reflect.ValueOf(p)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+func badLevel(level any) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: fmt.Sprintf("invalid params: unknown logging level %q (want debug, info, notice, warning, error, critical, alert or emergency)", fmt.Sprint(level))}
 }
 
 func (g *rpcGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -216,6 +216,18 @@ func TestJSONRPCStrict(t *testing.T) {
 			statusNew: 404, codeNew: -32601},
 		{name: "known log level", method: "logging/setLevel", body: call(`"lv"`, "logging/setLevel", `"level":"warning"`), status: 200, id: `"lv"`,
 			statusNew: 404, codeNew: -32601},
+		{name: "unknown log level in _meta (2026-07-28)", method: "prompts/list", body: func(p *mcpPeer) string {
+			if !p.stateless {
+				return call(`5`, "prompts/list", "")(p)
+			}
+			return `{"jsonrpc":"2.0","id":5,"method":"prompts/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"loud"}}}`
+		}, status: 200, id: `5`, statusNew: 400, codeNew: -32602},
+		{name: "known log level in _meta (2026-07-28)", method: "prompts/list", body: func(p *mcpPeer) string {
+			if !p.stateless {
+				return call(`5`, "prompts/list", "")(p)
+			}
+			return `{"jsonrpc":"2.0","id":5,"method":"prompts/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"error"}}}`
+		}, status: 200, id: `5`},
 		{name: "error response without id", body: raw(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`), status: 202},
 		{name: "empty batch", body: raw(`[]`), status: 400, code: -32600, id: null},
 	}
