@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -340,7 +341,7 @@ type rpcMessage struct {
 	method  string
 	isCall  bool
 	drop    bool   // an error response without an id: accepted, not passed on
-	tokenID bool   // the id is replaced by a token
+	tokenID bool   // the id or the progress token is replaced by a token
 	edits   []edit // byte ranges of the message to replace
 }
 
@@ -349,13 +350,18 @@ type edit struct {
 	with       []byte
 }
 
-func (m *rpcMessage) rewrite(raw []byte) []byte {
-	if m.edits == nil {
+func (m *rpcMessage) rewrite(raw []byte) []byte { return splice(raw, m.edits) }
+
+// splice returns raw with the ranges of edits (which do not overlap)
+// replaced.
+func splice(raw []byte, edits []edit) []byte {
+	if len(edits) == 0 {
 		return raw
 	}
+	slices.SortFunc(edits, func(a, b edit) int { return a.start - b.start })
 	out := make([]byte, 0, len(raw)+64)
 	at := 0
-	for _, e := range m.edits {
+	for _, e := range edits {
 		out = append(out, raw[at:e.start]...)
 		out = append(out, e.with...)
 		at = e.end
@@ -437,6 +443,24 @@ func parseMessage(obj []byte) (rpcMessage, *rpcFailure) {
 		if m.isCall && needsToken(rawID) {
 			m.tokenID = true
 			m.edits = append(m.edits, edit{mem[1].start, mem[1].end, token(rawID)})
+		}
+		if params != nil && params[0] == '{' && bytes.Contains(params, []byte(`"progressToken"`)) {
+			// The library echoes params._meta.progressToken in
+			// notifications/progress as it decoded it.
+			eachMember(params, func(key string, vs, ve int) bool {
+				if key == "_meta" && params[vs] == '{' {
+					meta := params[vs:ve]
+					eachMember(meta, func(key string, ts, te int) bool {
+						if key == "progressToken" && meta[ts] != 'n' && needsToken(meta[ts:te]) {
+							at := mem[3].start + vs
+							m.edits = append(m.edits, edit{at + ts, at + te, token(meta[ts:te])})
+							m.tokenID = true
+						}
+						return true
+					})
+				}
+				return true
+			})
 		}
 		if m.method == "notifications/cancelled" && params != nil && params[0] == '{' {
 			// The cancelled request is named by its id: the token it was given.
@@ -781,7 +805,8 @@ func restoreEvent(ev []byte) []byte {
 	return append(out, ev[e:]...)
 }
 
-// restoreID replaces a response's token id with the original id; any
+// restoreID puts the original ids back into a message: a response's
+// token id, and the token progressToken of a notifications/progress; any
 // other message is returned as it is.
 func restoreID(msg []byte) []byte {
 	if !json.Valid(msg) {
@@ -792,21 +817,35 @@ func restoreID(msg []byte) []byte {
 		return msg
 	}
 	obj := msg[i:]
-	var out []byte
+	var id, method, params member
 	eachMember(obj, func(key string, vs, ve int) bool {
-		if key != "id" {
-			return true
+		switch key {
+		case "id":
+			id = member{vs, ve}
+		case "method":
+			method = member{vs, ve}
+		case "params":
+			params = member{vs, ve}
 		}
-		if raw := untoken(obj[vs:ve]); raw != nil {
-			out = make([]byte, 0, len(obj)-(ve-vs)+len(raw))
-			out = append(out, obj[:vs]...)
-			out = append(out, raw...)
-			out = append(out, obj[ve:]...)
-		}
-		return false
+		return true
 	})
-	if out == nil {
+	var edits []edit
+	if raw := untoken(obj[id.start:id.end]); raw != nil {
+		edits = append(edits, edit{id.start, id.end, raw})
+	}
+	if method.end > 0 && jsonStringIs(obj[method.start:method.end], "notifications/progress") && params.end > 0 && obj[params.start] == '{' {
+		p := obj[params.start:params.end]
+		eachMember(p, func(key string, vs, ve int) bool {
+			if key == "progressToken" {
+				if raw := untoken(p[vs:ve]); raw != nil {
+					edits = append(edits, edit{params.start + vs, params.start + ve, raw})
+				}
+			}
+			return true
+		})
+	}
+	if edits == nil {
 		return msg
 	}
-	return out
+	return splice(obj, edits)
 }

@@ -46,13 +46,14 @@ func TestTokenRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRestoreSplitWrites: the ids of a stream are restored however the
-// library's writes cut its events, and other messages pass untouched.
+// TestRestoreSplitWrites: the ids and progress tokens of a stream are
+// restored however the library's writes cut its events; a token elsewhere
+// (in a result's text) is left alone.
 func TestRestoreSplitWrites(t *testing.T) {
 	tok := string(token([]byte(`1.5`)))
 	stream := "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":" + tok + "}}\n\n" +
 		"event: message\nid: s_1\ndata: {\"jsonrpc\":\"2.0\",\"id\":" + tok + ",\"result\":{\"text\":\"id " + strings.Trim(tok, `"`) + "\"}}\n\n"
-	want := strings.Replace(stream, `"id":`+tok, `"id":1.5`, 1)
+	want := strings.NewReplacer(`"id":`+tok, `"id":1.5`, `"progressToken":`+tok, `"progressToken":1.5`).Replace(stream)
 	for cut := 1; cut < len(stream); cut += 7 {
 		rec := httptest.NewRecorder()
 		w := &rpcWriter{ResponseWriter: rec, restore: true}

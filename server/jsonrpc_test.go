@@ -179,6 +179,13 @@ func TestJSONRPCStrict(t *testing.T) {
 		exact(`"é"`),
 		exact(`"armory-id:MQ"`),
 		exact(`""`),
+		{name: "params before a tokenised id, with a tokenised progress token", method: "prompts/list", body: func(p *mcpPeer) string {
+			meta := `"progressToken":1.5`
+			if p.stateless {
+				meta += `,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`
+			}
+			return `{"params":{"_meta":{` + meta + `}},"jsonrpc":"2.0","method":"prompts/list","id":2.5}`
+		}, status: 200, id: `2.5`},
 		{name: "trailing garbage", method: "prompts/list", body: func(p *mcpPeer) string { return call(`1`, "prompts/list", "")(p) + "xyz" },
 			status: 400, code: -32700, id: null},
 		{name: "two messages", method: "prompts/list", body: func(p *mcpPeer) string { return call(`1`, "prompts/list", "")(p) + call(`2`, "prompts/list", "")(p) },
@@ -402,13 +409,14 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 	ev.waitFor(t, func(x guard.Event) bool { return x.Kind == guard.EventCallFinished && x.Status == "denied" })
 
 	// A request with id 1.5 is cancelled by notifications/cancelled naming
-	// 1.5, while its answer streams progress notifications.
+	// 1.5, while its answer streams progress notifications with the
+	// progress token exactly as sent.
 	ctx, cancel := context.WithCancel(ctx30(t))
 	defer cancel()
 	streamed := make(chan string, 1)
 	go func() {
 		hr, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/agents/architect/mcp", strings.NewReader(
-			`{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"workspace.delete","arguments":{"path":"x"},"_meta":{"progressToken":"p1"}}}`))
+			`{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"workspace.delete","arguments":{"path":"x"},"_meta":{"progressToken":9007199254740993}}}`))
 		for k, v := range map[string]string{"Authorization": "Bearer " + tok, "Content-Type": "application/json",
 			"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": p.version, "Mcp-Session-Id": p.session} {
 			hr.Header.Set(k, v)
@@ -429,7 +437,7 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 	ev.waitFor(t, func(x guard.Event) bool {
 		return x.Kind == guard.EventApprovalRequested && x.ApprovalID != req.ApprovalID
 	})
-	if line := <-streamed; !strings.Contains(line, `"method":"notifications/progress"`) || !strings.Contains(line, `"progressToken":"p1"`) {
+	if line := <-streamed; !strings.Contains(line, `"method":"notifications/progress"`) || !strings.Contains(line, `"progressToken":9007199254740993`) {
 		t.Errorf("the first event of the stream: %q", line)
 	}
 	if s, b, _ := p.post("notifications/cancelled", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1.5,"reason":"enough"}}`); s != 202 {
