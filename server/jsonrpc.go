@@ -739,10 +739,14 @@ func (w *rpcWriter) finish() {
 		if len(body) > 0 && body[0] == '[' {
 			var msgs []json.RawMessage
 			if json.Unmarshal(body, &msgs) == nil {
+				out := []byte{'['}
 				for k, m := range msgs {
-					msgs[k] = restoreID(m)
+					if k > 0 {
+						out = append(out, ',')
+					}
+					out = append(out, restoreID(m)...)
 				}
-				body, _ = json.Marshal(msgs)
+				body = append(out, ']')
 			}
 		} else {
 			body = restoreID(body)
