@@ -166,6 +166,7 @@ func (g *rpcGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	rw.restore = b.tokens
+	rw.sessionless = sessionlessRequest(r)
 	if !b.batch && b.call {
 		rw.errID = b.firstID
 		rw.call = true
@@ -644,12 +645,13 @@ func valueEnd(b []byte, i int) int {
 // (an application/json body or each event of a text/event-stream).
 type rpcWriter struct {
 	http.ResponseWriter
-	restore bool   // tokens were issued for this request
-	call    bool   // the body is one request with an id
-	errID   []byte // its id, for errors about it
-	mode    int
-	status  int
-	buf     []byte
+	restore     bool   // tokens were issued for this request
+	call        bool   // the body is one request with an id
+	sessionless bool   // the request speaks the sessionless revision
+	errID       []byte // its id, for errors about it
+	mode        int
+	status      int
+	buf         []byte
 }
 
 const (
@@ -782,6 +784,11 @@ func (w *rpcWriter) writeLibraryError() {
 			// answer to it: HTTP 200, so that clients hand it to the
 			// caller.
 			status, id = http.StatusOK, w.errID
+		}
+	case status == http.StatusBadRequest && strings.Contains(text, `missing required "params"`):
+		code, id = jsonrpc.CodeInvalidParams, w.errID
+		if w.call && !w.sessionless {
+			status = http.StatusOK // as for an unknown method; 2026-07-28 wants 400
 		}
 	case status == http.StatusBadRequest && strings.Contains(text, "invalid request"):
 		code, id = jsonrpc.CodeInvalidRequest, w.errID

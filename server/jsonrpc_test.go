@@ -217,6 +217,10 @@ func TestJSONRPCStrict(t *testing.T) {
 		{name: "unknown method", method: "no/such", body: call(`3`, "no/such", ""), status: 200, code: -32601, id: `3`, statusNew: 404},
 		{name: "unknown method, id 1.5", method: "no/such", body: call(`1.5`, "no/such", ""), status: 200, code: -32601, id: `1.5`, statusNew: 404},
 		{name: "unknown notification", method: "notifications/no-such", body: raw(`{"jsonrpc":"2.0","method":"notifications/no-such"}`), status: 400, code: -32601, id: null},
+		{name: "notification method with an id", method: "notifications/initialized", body: raw(`{"jsonrpc":"2.0","id":8,"method":"notifications/initialized"}`),
+			status: 400, code: -32600, id: `8`},
+		{name: "params missing", method: "tools/call", body: raw(`{"jsonrpc":"2.0","id":9,"method":"tools/call"}`), status: 200, code: -32602, id: `9`,
+			statusNew: 400},
 		{name: "unknown log level", method: "logging/setLevel", body: call(`4`, "logging/setLevel", `"level":"loud"`), status: 200, code: -32602, id: `4`,
 			statusNew: 404, codeNew: -32601}, // logging/setLevel is gone in 2026-07-28
 		{name: "log level missing", method: "logging/setLevel", body: call(`4`, "logging/setLevel", ""), status: 200, code: -32602, id: `4`,
