@@ -381,9 +381,9 @@ func parseMessage(obj []byte) (rpcMessage, *rpcFailure) {
 	var mem [len(rpcMembers)]member
 	var seen [len(rpcMembers)]bool
 	var bad *rpcFailure
-	err := eachMember(obj, func(key string, vs, ve int) bool {
+	err := eachMember(obj, func(key []byte, vs, ve int) bool {
 		for k, name := range rpcMembers {
-			if key == name {
+			if string(key) == name {
 				if seen[k] {
 					bad = invalid(nil, "member %q appears twice", name)
 					return false
@@ -391,7 +391,7 @@ func parseMessage(obj []byte) (rpcMessage, *rpcFailure) {
 				seen[k], mem[k] = true, member{vs, ve}
 				return true
 			}
-			if strings.EqualFold(key, name) {
+			if len(key) == len(name) && strings.EqualFold(string(key), name) {
 				bad = invalid(nil, "member %q: member names are case-sensitive (%q)", key, name)
 				return false
 			}
@@ -448,11 +448,11 @@ func parseMessage(obj []byte) (rpcMessage, *rpcFailure) {
 		if params != nil && params[0] == '{' && bytes.Contains(params, []byte(`"progressToken"`)) {
 			// The library echoes params._meta.progressToken in
 			// notifications/progress as it decoded it.
-			eachMember(params, func(key string, vs, ve int) bool {
-				if key == "_meta" && params[vs] == '{' {
+			eachMember(params, func(key []byte, vs, ve int) bool {
+				if string(key) == "_meta" && params[vs] == '{' {
 					meta := params[vs:ve]
-					eachMember(meta, func(key string, ts, te int) bool {
-						if key == "progressToken" && meta[ts] != 'n' && needsToken(meta[ts:te]) {
+					eachMember(meta, func(key []byte, ts, te int) bool {
+						if string(key) == "progressToken" && meta[ts] != 'n' && needsToken(meta[ts:te]) {
 							at := mem[3].start + vs
 							m.edits = append(m.edits, edit{at + ts, at + te, token(meta[ts:te])})
 							m.tokenID = true
@@ -465,8 +465,8 @@ func parseMessage(obj []byte) (rpcMessage, *rpcFailure) {
 		}
 		if m.method == "notifications/cancelled" && params != nil && params[0] == '{' {
 			// The cancelled request is named by its id: the token it was given.
-			eachMember(params, func(key string, vs, ve int) bool {
-				if key == "requestId" && needsToken(params[vs:ve]) && params[vs] != 'n' {
+			eachMember(params, func(key []byte, vs, ve int) bool {
+				if string(key) == "requestId" && needsToken(params[vs:ve]) && params[vs] != 'n' {
 					m.edits = append(m.edits, edit{mem[3].start + vs, mem[3].start + ve, token(params[vs:ve])})
 				}
 				return true
@@ -555,6 +555,15 @@ func jsonStringIs(raw []byte, s string) bool {
 	return raw[0] == '"' && bytes.IndexByte(raw, '\\') >= 0 && jsonString(raw) == s
 }
 
+// jsonStringBytes decodes a JSON string (valid JSON), without copying
+// when it has no escapes.
+func jsonStringBytes(raw []byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1]
+	}
+	return []byte(jsonString(raw))
+}
+
 // jsonString decodes a JSON string (valid JSON).
 func jsonString(raw []byte) string {
 	if bytes.IndexByte(raw, '\\') < 0 {
@@ -566,16 +575,16 @@ func jsonString(raw []byte) string {
 }
 
 // eachMember calls f with each member of a JSON object (valid JSON, obj[0]
-// is '{'): its name and the range of its value in obj. f returns false to
-// stop.
-func eachMember(obj []byte, f func(key string, vs, ve int) bool) error {
+// is '{'): its name (decoded; a slice of obj unless it has escapes) and the
+// range of its value in obj. f returns false to stop.
+func eachMember(obj []byte, f func(key []byte, vs, ve int) bool) error {
 	i := skipWS(obj, 1)
 	if obj[i] == '}' {
 		return nil
 	}
 	for {
 		ke := valueEnd(obj, i)
-		key := jsonString(obj[i:ke])
+		key := jsonStringBytes(obj[i:ke])
 		i = skipWS(obj, ke)
 		if obj[i] != ':' {
 			return errors.New("malformed object")
@@ -829,8 +838,8 @@ func restoreID(msg []byte) []byte {
 	}
 	obj := msg[i:]
 	var id, method, params member
-	eachMember(obj, func(key string, vs, ve int) bool {
-		switch key {
+	eachMember(obj, func(key []byte, vs, ve int) bool {
+		switch string(key) {
 		case "id":
 			id = member{vs, ve}
 		case "method":
@@ -846,8 +855,8 @@ func restoreID(msg []byte) []byte {
 	}
 	if method.end > 0 && jsonStringIs(obj[method.start:method.end], "notifications/progress") && params.end > 0 && obj[params.start] == '{' {
 		p := obj[params.start:params.end]
-		eachMember(p, func(key string, vs, ve int) bool {
-			if key == "progressToken" {
+		eachMember(p, func(key []byte, vs, ve int) bool {
+			if string(key) == "progressToken" {
 				if raw := untoken(p[vs:ve]); raw != nil {
 					edits = append(edits, edit{params.start + vs, params.start + ve, raw})
 				}

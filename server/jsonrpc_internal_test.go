@@ -106,7 +106,8 @@ func FuzzParseRPCBody(f *testing.F) {
 				t.Fatal(err)
 			}
 			n := 0
-			eachMember(body[i:], func(key string, vs, ve int) bool {
+			eachMember(body[i:], func(kb []byte, vs, ve int) bool {
+				key := string(kb)
 				n++
 				if v, ok := m[key]; ok && !bytes.Equal(bytes.TrimSpace(v), body[i+vs:i+ve]) && strings.Count(string(body), key) == 1 {
 					t.Fatalf("member %q: %q, encoding/json %q", key, body[i+vs:i+ve], v)
