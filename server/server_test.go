@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
@@ -275,9 +277,12 @@ func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 	// probe is in the audit trail.
 	rev := e.mcp("reviewer", e.token("reviewer"), nil)
 	for _, name := range []string{"workspace.write", "nope.tool"} {
-		res, err := rev.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": "x", "content": "x"}})
-		if err != nil || !res.IsError || !strings.Contains(callText(res), name) {
-			t.Fatalf("reviewer's call of %s: %v %+v", name, err, res)
+		// A protocol error (invalid params), as the MCP spec has it for a
+		// tool the server does not list, with the pipeline's reason.
+		_, err := rev.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": "x", "content": "x"}})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(we.Message, "Unknown tool: "+name) || !bytes.Contains(we.Data, []byte(`"call_id"`)) {
+			t.Fatalf("reviewer's call of %s: %v", name, err)
 		}
 		recs, _ = e.st.ListAudit(ctx, store.AuditFilter{Agent: "reviewer", Tool: name})
 		if len(recs) != 1 || recs[0].Status == audit.StatusSuccess {
