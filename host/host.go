@@ -225,18 +225,36 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 		}
 		return false
 	}
+	// Names a typo most likely meant: every tool and every family.
+	var names []string
+	fams := map[string]bool{}
+	for _, n := range h.Catalog.Names() {
+		names = append(names, n)
+		for i := len(n) - 1; i > 0; i-- {
+			if n[i] == '.' && !fams[n[:i]] {
+				fams[n[:i]] = true
+				names = append(names, n[:i])
+			}
+		}
+	}
+	hint := func(name string) string { return world.DidYouMean(name, names) }
 	w := h.World
+	for _, r := range w.Policy.Permissions {
+		if !defined(r.Tool) {
+			ds.Warnf(world.ConfigFile, r.Line, "permissions: no tool or family %q is defined%s; the rule applies to nothing", r.Tool, hint(r.Tool))
+		}
+	}
 	for _, g := range w.Groups {
 		for _, t := range g.Tools {
 			if !defined(t.Value) {
-				ds.Warnf(world.ConfigFile, t.Line, "tool_privileges.%s: no tool or family %q is defined", g.Name, t.Value)
+				ds.Warnf(world.ConfigFile, t.Line, "tool_privileges.%s: no tool or family %q is defined%s", g.Name, t.Value, hint(t.Value))
 			}
 		}
 	}
 	for _, k := range w.Toolkits {
 		for _, t := range k.Tools {
 			if !defined(t.Value) {
-				ds.Warnf(world.ConfigFile, t.Line, "toolkits.%s: no tool %q is defined", k.Name, t.Value)
+				ds.Warnf(world.ConfigFile, t.Line, "toolkits.%s: no tool %q is defined%s", k.Name, t.Value, hint(t.Value))
 			}
 		}
 	}
@@ -250,7 +268,7 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 		for _, o := range c.Overrides {
 			switch {
 			case !defined(o.Value):
-				ds.Warnf(c.File, o.Line, "tool access: no tool or family %q is defined", o.Value)
+				ds.Warnf(c.File, o.Line, "tool access: no tool or family %q is defined%s", o.Value, hint(o.Value))
 			case h.Privileges.IsPublic(o.Value) && !h.familyHasPrivileged(o.Value):
 				ds.Warnf(c.File, o.Line, "tool access: %q is public (in no privilege group); the override grants nothing", o.Value)
 			}
@@ -258,13 +276,23 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 		if c.HasTools && !c.HasToolAccess && h.Privileges.Empty() {
 			for _, t := range c.Tools {
 				if !defined(t.Value) {
-					ds.Warnf(c.File, t.Line, "tools: no tool or family %q is defined", t.Value)
+					ds.Warnf(c.File, t.Line, "tools: no tool or family %q is defined%s", t.Value, hint(t.Value))
 				}
 			}
 		}
 		for _, s := range c.Toolkits {
 			if !h.Toolkits.Has(s.Name) && !defined(s.Name) {
-				ds.Warnf(c.File, s.Line, "toolkits: %q is neither a toolkit nor a tool of this world", s.Name)
+				ds.Warnf(c.File, s.Line, "toolkits: %q is neither a toolkit nor a tool of this world%s", s.Name, world.DidYouMean(s.Name, append(toolkitNames(h.Toolkits), names...)))
+			}
+		}
+		for _, r := range c.Policy.Permissions {
+			if !defined(r.Tool) {
+				ds.Warnf(c.File, r.Line, "permissions: no tool or family %q is defined%s; the rule applies to nothing", r.Tool, hint(r.Tool))
+			}
+		}
+		for _, t := range c.Policy.ApprovalScope {
+			if t.Value != "*" && !defined(t.Value) {
+				ds.Warnf(c.File, t.Line, "capabilities: tool_approval: no tool or family %q is defined%s", t.Value, hint(t.Value))
 			}
 		}
 	}
@@ -470,6 +498,14 @@ func joinOrNone(xs []string) string {
 			out += ", "
 		}
 		out += x
+	}
+	return out
+}
+
+func toolkitNames(t *access.Toolkits) []string {
+	var out []string
+	for _, k := range t.All() {
+		out = append(out, k.Name)
 	}
 	return out
 }
