@@ -180,7 +180,7 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"world-config.yaml:"}, nil},
 		{"unknown top-level key",
 			map[string]string{"world-config.yaml": goodConfig + "tool_priviledges: {}\n"},
-			[]string{`world-config.yaml:16: world-config.yaml: unknown key "tool_priviledges" (known keys: name, agents,`}, nil},
+			[]string{`world-config.yaml:16: world-config.yaml: unknown key "tool_priviledges" (did you mean "tool_privileges"?) (known keys: name, agents,`}, nil},
 		{"bad agent id",
 			map[string]string{"world-config.yaml": strings.Replace(goodConfig, "id: reviewer", "id: Re viewer", 1)},
 			[]string{`world-config.yaml:5: agent id "Re viewer" is not valid`}, nil},
