@@ -59,6 +59,9 @@ type Host struct {
 	unmet   map[string][]string // tool → unmet requirements, with why
 	box     map[string]string   // toolbox tool full name → toolbox name
 	unavail map[string]string   // Options.Unavailable
+	pipe    map[string]*PipelineTool
+	// upstream holds the names of Options.Extra tools.
+	upstream map[string]bool
 }
 
 // Agent is one hosted agent.
@@ -91,7 +94,8 @@ func Open(dir string, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable}
+	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
+		pipe: map[string]*PipelineTool{}, upstream: map[string]bool{}}
 	var ds world.Diagnostics
 
 	// Catalog: built-ins and toolbox tools. Report every duplicate at once,
@@ -120,7 +124,22 @@ func Open(dir string, opts Options) (*Host, error) {
 			continue
 		}
 		seen[name] = "an upstream tool"
+		h.upstream[name] = true
 		tools = append(tools, t)
+	}
+	// Tools the pipeline adds, when some agent gets them.
+	for _, pt := range PipelineTools() {
+		name := pt.Spec().Name
+		if !slices.ContainsFunc(w.Agents, func(a *world.Agent) bool { return pt.Grants(a.Config) }) {
+			continue
+		}
+		if prev, dup := seen[name]; dup {
+			ds.Errorf(world.ConfigFile, 0, "duplicate tool name %q (also %s); the pipeline adds it for %s", name, prev, pt.why)
+			continue
+		}
+		seen[name] = "a tool the pipeline adds"
+		h.pipe[name] = pt
+		tools = append(tools, pt)
 	}
 	cat, err := registry.NewCatalog(tools)
 	if err != nil {
@@ -349,6 +368,9 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 // visible is decide without the reasons, for building registries fast. A
 // test checks that both agree on every agent and tool of a world.
 func (h *Host) visible(ag *Agent, name string) bool {
+	if pt, ok := h.pipe[name]; ok {
+		return pt.Grants(ag.Def.Config)
+	}
 	if !h.Catalog.Has(name) || len(h.unmet[name]) > 0 || !ag.Access.CanAccess(name) {
 		return false
 	}
@@ -360,6 +382,10 @@ func (h *Host) visible(ag *Agent, name string) bool {
 
 // decide says whether agent ag sees tool name, with every reason.
 func (h *Host) decide(ag *Agent, name string) access.Decision {
+	if pt, ok := h.pipe[name]; ok {
+		v, why := pipelineDecision(pt, ag)
+		return access.Decision{Visible: v, Reasons: why}
+	}
 	in := access.Input{Tool: name, Defined: h.Catalog.Has(name), Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: h.unmet[name]}
 	var extra []string
 	if why, ok := h.unavailable(name); ok && !in.Defined {

@@ -45,7 +45,7 @@ func TestExampleWorldRegistries(t *testing.T) {
 		"scribe":     {"workspace.delete", "workspace.edit", "workspace.read", "workspace.write"},
 		"intern":     {"workspace.list", "workspace.read", "workspace.search"},
 		"researcher": {"tool.browser", "tool.fetch", "web.search", "workspace.list", "workspace.read", "workspace.search"},
-		"warden":     {"workspace.list", "workspace.read", "workspace.search"}, // approval.* are added by the pipeline
+		"warden":     {"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}, // approval.* are added by the pipeline, known up front
 	}
 	for id, w := range want {
 		if got := names(h, id); !slices.Equal(got, w) {
