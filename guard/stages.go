@@ -425,7 +425,6 @@ func (p *Pipeline) permission(ctx context.Context, s *state) *refusal {
 	return nil
 }
 
-
 // repeatTracker counts, per session, how many times in a row the same tool
 // was called with identical arguments. It is per process and bounded: it
 // forgets the oldest sessions past maxSessions.
