@@ -482,6 +482,12 @@ type AccessSummary struct {
 	Overrides         []string `json:"overrides"`
 	GrantedPrivileged []string `json:"granted_privileged"`
 	LegacyTools       []string `json:"legacy_tools,omitempty"`
+	// Tools are every tool the agent sees, sorted (the registry: the same
+	// list as tool list, REST and MCP tools/list).
+	Tools []string `json:"tools"`
+	// PipelineTools are those of Tools the pipeline adds (approval.list,
+	// approval.decide for approval agents).
+	PipelineTools []string `json:"pipeline_tools"`
 }
 
 // AccessSummary summarises agent ag's access policy.
@@ -493,6 +499,14 @@ func (h *Host) AccessSummary(ag *Agent) AccessSummary {
 		Overrides:         nonNil(ag.Access.Overrides()),
 		GrantedPrivileged: nonNil(ag.Access.GrantedPrivileged(h.Catalog.Names())),
 		LegacyTools:       ag.Access.LegacyTools(),
+		Tools:             []string{},
+		PipelineTools:     []string{},
+	}
+	for _, sp := range ag.Registry.Specs() {
+		s.Tools = append(s.Tools, sp.Name)
+		if _, ok := h.pipe[sp.Name]; ok {
+			s.PipelineTools = append(s.PipelineTools, sp.Name)
+		}
 	}
 	return s
 }

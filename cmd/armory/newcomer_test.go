@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,5 +76,84 @@ func TestCLIWorldCheckStrictExample(t *testing.T) {
 	}
 	if r := armoryCmd(t, nil, "--world", w, "world", "check", "--strict"); r.code != 0 || !strings.Contains(r.stdout, "0 warnings") {
 		t.Errorf("strict check of a clean world: %+v", r)
+	}
+}
+
+// One view of an agent's tools on the command line: the tools the pipeline
+// adds are listed, briefed, rendered, shown and explained like any other,
+// without a pipeline or store in the process.
+func TestCLIToolsOneView(t *testing.T) {
+	w := initWorld(t)
+	run := func(args ...string) result {
+		t.Helper()
+		r := armoryCmd(t, nil, append([]string{"--world", w}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	want := []string{"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}
+
+	var list []struct{ Name string }
+	if err := json.Unmarshal([]byte(run("tool", "list", "warden").stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range list {
+		names = append(names, x.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("tool list warden = %v, want %v", names, want)
+	}
+	if b := run("tool", "brief", "warden").stdout; !strings.HasPrefix(b, "- approval.decide: Approve, deny or escalate") || strings.Count(b, "\n") != len(want) {
+		t.Errorf("tool brief warden:\n%s", b)
+	}
+	if p := run("tool", "prompt", "warden").stdout; !strings.Contains(p, "- approval.list: ") {
+		t.Errorf("tool prompt warden:\n%s", p)
+	}
+	for _, f := range []string{"openai", "anthropic", "mcp"} {
+		if s := run("tool", "specs", "warden", "--format", f).stdout; !strings.Contains(s, "approval") || !strings.Contains(s, "decide") {
+			t.Errorf("tool specs --format %s lacks approval.decide:\n%s", f, s)
+		}
+	}
+	var long []struct {
+		Name, Danger, Permission, Source string
+		Capabilities                     []string
+	}
+	if err := json.Unmarshal([]byte(run("tool", "list", "--long", "warden").stdout), &long); err != nil || len(long) != len(want) {
+		t.Fatalf("tool list --long: %v %v", err, long)
+	}
+	if d := long[0]; d.Name != "approval.decide" || d.Source != "pipeline" || d.Danger != "cautious" || d.Permission != "auto" || !slices.Equal(d.Capabilities, []string{"write_state"}) {
+		t.Errorf("long approval.decide = %+v", d)
+	}
+	if err := json.Unmarshal([]byte(run("tool", "list", "--long", "architect").stdout), &long); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range long {
+		if d.Name == "devtools.repo-git" && (d.Source != "toolbox devtools" || d.Permission != "confirm" || d.Danger != "dangerous") {
+			t.Errorf("long devtools.repo-git = %+v", d)
+		}
+		if d.Name == "tool.python" && d.Permission != "always_confirm" {
+			t.Errorf("long tool.python = %+v", d)
+		}
+	}
+
+	ex := run("access", "explain", "warden", "approval.decide").stdout
+	if !strings.Contains(ex, "warden → approval.decide: visible") || !strings.Contains(ex, "tool_approval capability") {
+		t.Errorf("explain warden approval.decide:\n%s", ex)
+	}
+	ex = run("access", "explain", "scribe", "approval.decide").stdout
+	if !strings.Contains(ex, "not visible") || !strings.Contains(ex, "this agent has none") || strings.Contains(ex, "not defined") {
+		t.Errorf("explain scribe approval.decide:\n%s", ex)
+	}
+	var show struct {
+		Tools         []string `json:"tools"`
+		PipelineTools []string `json:"pipeline_tools"`
+	}
+	if err := json.Unmarshal([]byte(run("access", "show", "warden", "--json").stdout), &show); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(show.Tools, want) || !slices.Equal(show.PipelineTools, want[:2]) {
+		t.Errorf("access show warden = %+v", show)
 	}
 }

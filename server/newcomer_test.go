@@ -1,0 +1,92 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/server"
+)
+
+// One view of an agent's tools: the tools the pipeline adds
+// (approval.list, approval.decide) are in REST tools, REST brief, the long
+// REST list and MCP tools/list alike, and only for approval agents.
+func TestToolsOneViewREST_MCP(t *testing.T) {
+	e := start(t, server.Options{})
+	want := []string{"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}
+
+	tok := e.token("warden")
+	status, body, _ := e.do("GET", "/api/agents/warden/tools", tok, "")
+	var short []server.ToolEntry
+	if status != 200 || json.Unmarshal([]byte(body), &short) != nil {
+		t.Fatalf("tools: %d %s", status, body)
+	}
+	var names []string
+	for _, x := range short {
+		names = append(names, x.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("REST tools = %v, want %v", names, want)
+	}
+
+	status, body, hdr := e.do("GET", "/api/agents/warden/tools/brief", tok, "")
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") || len(lines) != len(want) {
+		t.Fatalf("brief: %d %q", status, body)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "- "+want[i]+": ") {
+			t.Errorf("brief line %d = %q, want - %s: …", i, l, want[i])
+		}
+	}
+
+	status, body, _ = e.do("GET", "/api/agents/warden/tools?long=1", tok, "")
+	var long []host.ToolInfo
+	if status != 200 || json.Unmarshal([]byte(body), &long) != nil || len(long) != len(want) {
+		t.Fatalf("long: %d %s", status, body)
+	}
+	if d := long[0]; d.Name != "approval.decide" || d.Source != host.SourcePipeline || d.Danger.String() != "cautious" || d.Permission.String() != "auto" || len(d.Capabilities) != 1 {
+		t.Errorf("long approval.decide = %+v", d)
+	}
+	if d := long[3]; d.Name != "workspace.read" || d.Source != host.SourceBuiltin || d.Danger.String() != "cautious" {
+		t.Errorf("long workspace.read = %+v", d)
+	}
+	if status, _, _ := e.do("GET", "/api/agents/warden/tools?long=yes", tok, ""); status != 400 {
+		t.Errorf("long=yes: %d", status)
+	}
+	// The reviewer's toolbox tool, and its level for that agent.
+	status, body, _ = e.do("GET", "/api/agents/architect/tools?long=true", e.admin, "")
+	long = nil
+	if status != 200 || json.Unmarshal([]byte(body), &long) != nil {
+		t.Fatalf("architect long: %d %s", status, body)
+	}
+	got := map[string]host.ToolInfo{}
+	for _, x := range long {
+		got[x.Name] = x
+	}
+	if x := got["devtools.repo-git"]; x.Source != "toolbox devtools" || x.Permission.String() != "confirm" || x.Danger.String() != "dangerous" {
+		t.Errorf("architect devtools.repo-git = %+v", x)
+	}
+	if x := got["tool.python"]; x.Permission.String() != "always_confirm" {
+		t.Errorf("architect tool.python (config.md: always_confirm) = %+v", x)
+	}
+	if _, ok := got["approval.list"]; ok {
+		t.Errorf("architect is no approval agent but sees approval.list")
+	}
+
+	cs := e.mcp("warden", tok, nil)
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mcpNames []string
+	for _, x := range res.Tools {
+		mcpNames = append(mcpNames, x.Name)
+	}
+	if !slices.Equal(mcpNames, want) {
+		t.Errorf("MCP tools/list = %v, want %v", mcpNames, want)
+	}
+}
