@@ -257,6 +257,11 @@ func (p *Pipeline) resume(ctx context.Context, s *state) Outcome {
 	if s.c.Agent != "" && s.c.Agent != a.Agent {
 		return conflict(fmt.Sprintf("it was requested by agent %s, not %s", a.Agent, s.c.Agent))
 	}
+	if ag, err := p.h.Agent(a.Agent); err == nil && s.c.Tool != "" {
+		if real, ok := ag.Registry.Resolve(s.c.Tool); ok {
+			s.c.Tool = real // a provider name of the tool
+		}
+	}
 	if s.c.Tool != "" && s.c.Tool != a.Tool {
 		return conflict(fmt.Sprintf("it is for tool %s, not %s", a.Tool, s.c.Tool))
 	}

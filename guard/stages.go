@@ -51,6 +51,13 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		s.stage("lookup", "error", armory.Message(err))
 		return refuse(audit.StatusError, armory.KindNotFound, "Unknown tool: %s. Use one of the tools listed in your <tools> briefing.", s.c.Tool)
 	}
+	why := []string{"found in the agent's registry"}
+	if real := t.Spec().Name; real != s.c.Tool {
+		// The name a provider rendering gave the tool (devtools__word-count):
+		// the call, its audit record and any approval carry the real name.
+		why = append(why, fmt.Sprintf("%q is the provider name of %s", s.c.Tool, real))
+		s.c.Tool = real
+	}
 	if pt, ok := t.(*host.PipelineTool); ok {
 		impl := p.pipeTools[pt.Spec().Name]
 		if impl == nil {
@@ -60,7 +67,7 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		t = impl
 	}
 	s.tool, s.man = t, t.Manifest()
-	s.stage("lookup", "ok", "found in the agent's registry")
+	s.stage("lookup", "ok", why...)
 	return nil
 }
 

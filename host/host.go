@@ -447,7 +447,15 @@ func (h *Host) Explain(id, tool string) (Explanation, error) {
 	if err != nil {
 		return Explanation{}, err
 	}
+	var note []string
+	if !h.Catalog.Has(tool) && !ag.Registry.Has(tool) {
+		if real, ok := h.providerName(ag, tool); ok {
+			note = []string{fmt.Sprintf("%q is the provider name (OpenAI/Anthropic) of %s", tool, real)}
+			tool = real
+		}
+	}
 	d := h.decide(ag, tool)
+	d.Reasons = append(note, d.Reasons...)
 	// A run-time registration or removal (skills) overrides the load-time view.
 	if v := ag.Registry.Has(tool); v != d.Visible {
 		d.Visible = v
@@ -548,4 +556,23 @@ func toolkitNames(t *access.Toolkits) []string {
 		out = append(out, k.Name)
 	}
 	return out
+}
+
+// providerName maps a name an OpenAI or Anthropic rendering gave a tool
+// back to the tool: one of the agent's registry, else one of the catalog
+// (an explanation may be about a tool the agent does not see).
+func (h *Host) providerName(ag *Agent, name string) (string, bool) {
+	if real, ok := ag.Registry.Resolve(name); ok {
+		return real, true
+	}
+	found := ""
+	for _, n := range h.Catalog.Names() {
+		if registry.APIName(n) == name {
+			if found != "" {
+				return "", false // two tools render to one name
+			}
+			found = n
+		}
+	}
+	return found, found != ""
 }

@@ -97,6 +97,7 @@ func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
 				Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		})
+	srv.AddReceivingMiddleware(providerNames(ag))
 	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
 		if err := s.addMCPTool(srv, ag.ID, t); err != nil {
 			return nil, err

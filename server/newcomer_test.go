@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/store"
 )
 
 // One view of an agent's tools: the tools the pipeline adds
@@ -88,5 +92,36 @@ func TestToolsOneViewREST_MCP(t *testing.T) {
 	}
 	if !slices.Equal(mcpNames, want) {
 		t.Errorf("MCP tools/list = %v, want %v", mcpNames, want)
+	}
+}
+
+// REST and MCP calls naming a tool by its provider name run the tool.
+func TestProviderNameRESTAndMCP(t *testing.T) {
+	e := start(t, server.Options{})
+	tok := e.token("architect")
+	// workspace__write is the OpenAI/Anthropic name of workspace.write.
+	status, body, _ := e.do("POST", "/api/agents/architect/calls", tok, `{"tool":"workspace__write","args":{"path":"p.txt","content":"hi"}}`)
+	var o guard.Outcome
+	if status != 200 || json.Unmarshal([]byte(body), &o) != nil || o.Status != "success" || !slices.Contains(o.Reasons, `lookup: "workspace__write" is the provider name of workspace.write`) {
+		t.Fatalf("REST call by provider name: %d %s", status, body)
+	}
+	cs := e.mcp("architect", tok, nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "workspace__read", Arguments: map[string]any{"path": "p.txt"}})
+	if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "hi") {
+		t.Fatalf("MCP call by provider name: %v %+v", err, res)
+	}
+	// Not a way around access: a tool the agent does not see stays unknown.
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool__browser", Arguments: map[string]any{}})
+	if err == nil && !res.IsError {
+		t.Fatalf("tool__browser (not architect's) ran: %+v", res)
+	}
+	recs, err := e.st.ListAudit(context.Background(), store.AuditFilter{Agent: "architect"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if strings.Contains(r.Tool, "__") {
+			t.Errorf("audit record names %q, not the tool", r.Tool)
+		}
 	}
 }

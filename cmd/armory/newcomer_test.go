@@ -157,3 +157,36 @@ func TestCLIToolsOneView(t *testing.T) {
 		t.Errorf("access show warden = %+v", show)
 	}
 }
+
+// A call naming a tool by its provider name (as the OpenAI and Anthropic
+// specs render it) runs that tool, and the audit trail names the tool.
+func TestCLIProviderName(t *testing.T) {
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	r := armoryCmd(t, env, "tool", "specs", "reviewer", "--format", "openai")
+	if !strings.Contains(r.stdout, `"name": "devtools__word-count"`) {
+		t.Fatalf("specs: %+v", r)
+	}
+	if err := os.MkdirAll(filepath.Join(w, "workspaces", "reviewer"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w, "workspaces", "reviewer", "a.txt"), []byte("one two\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = armoryCmd(t, env, "call", "reviewer", "devtools__word-count", "--args", `{"file":"a.txt","lines":true}`)
+	o := callJSON(t, r)
+	if r.code != 0 || o.Status != "success" || !strings.Contains(o.Result, "2 a.txt") || !slices.Contains(o.Reasons, `lookup: "devtools__word-count" is the provider name of devtools.word-count`) {
+		t.Fatalf("call by provider name: %+v", r)
+	}
+	r = armoryCmd(t, env, "audit", "--json", "--agent", "reviewer")
+	if !strings.Contains(r.stdout, `"tool": "devtools.word-count"`) || strings.Contains(r.stdout, `"tool": "devtools__word-count"`) {
+		t.Errorf("audit names the provider name, not the tool: %s", r.stdout)
+	}
+	// explain accepts it too; a provider name of no tool is still unknown.
+	if r := armoryCmd(t, env, "access", "explain", "reviewer", "devtools__word-count"); !strings.Contains(r.stdout, "reviewer → devtools.word-count: visible") {
+		t.Errorf("explain by provider name: %+v", r)
+	}
+	if r := armoryCmd(t, env, "call", "reviewer", "devtools__nope", "--args", `{}`); r.code != armory.ExitInvalid {
+		t.Errorf("unknown provider name: %+v", r)
+	}
+}
