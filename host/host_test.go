@@ -127,7 +127,7 @@ func TestAccessSummary(t *testing.T) {
 		t.Fatalf("summary = %+v", s)
 	}
 	b, _ := json.Marshal(h.AccessSummary(h.agents["intern"]))
-	if string(b) != `{"agent":"intern","mode":"access","groups":[],"overrides":[],"granted_privileged":[]}` {
+	if string(b) != `{"agent":"intern","mode":"access","groups":[],"overrides":[],"granted_privileged":[],"tools":["workspace.list","workspace.read","workspace.search"],"pipeline_tools":[]}` {
 		t.Fatalf("json = %s", b)
 	}
 }
