@@ -354,7 +354,7 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 	}
 	for _, ref := range c.Toolboxes {
 		tbName := filepath.Base(filepath.Dir(filepath.Clean(ref.Source)))
-		if filepath.Base(ref.Source) != world.ToolboxFile {
+		if !world.IsToolboxFile(filepath.Base(ref.Source)) {
 			tbName = filepath.Base(filepath.Clean(ref.Source))
 		}
 		for _, t := range ref.Tools {

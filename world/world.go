@@ -436,7 +436,7 @@ func (w *World) checkAgentConfig(cfg *AgentConfig, groups map[string]bool, group
 		ref := &cfg.Toolboxes[i]
 		name, ok := w.toolboxForSource(ref.Source)
 		if !ok {
-			ds.Errorf(cfg.File, ref.Line, "toolbox source %q must be toolbox/<name>/toolbox.yaml inside the world", ref.Source)
+			ds.Errorf(cfg.File, ref.Line, "toolbox source %q must be toolbox/<name>/toolbox.yaml (or toolbox.json) inside the world", ref.Source)
 			continue
 		}
 		if !w.allowed(name) {
@@ -483,7 +483,7 @@ func (w *World) toolboxForSource(src string) (string, bool) {
 	s := filepath.ToSlash(filepath.Clean(src))
 	s = strings.TrimPrefix(s, "./")
 	parts := strings.Split(s, "/")
-	if len(parts) == 3 && parts[0] == "toolbox" && parts[2] == ToolboxFile && nameRE.MatchString(parts[1]) {
+	if len(parts) == 3 && parts[0] == "toolbox" && IsToolboxFile(parts[2]) && nameRE.MatchString(parts[1]) {
 		return parts[1], true
 	}
 	if len(parts) == 2 && parts[0] == "toolbox" && nameRE.MatchString(parts[1]) {

@@ -190,3 +190,90 @@ func TestCLIProviderName(t *testing.T) {
 		t.Errorf("unknown provider name: %+v", r)
 	}
 }
+
+// devtoolsJSON is the example world's devtools toolbox written as a JSON
+// manifest (tab-indented, as editors often write JSON).
+const devtoolsJSON = `{
+	"name": "devtools",
+	"description": "Developer tools for the agents' workspaces",
+	"tools": [
+		{
+			"name": "repo-git",
+			"description": "Manage the git repository in the workspace folder repo/",
+			"binary": "bin/repo-git",
+			"args": [
+				{"name": "command", "type": "positional", "required": true, "description": "git subcommand", "enum": ["init", "status", "log", "diff", "add", "commit"]},
+				{"name": "message", "type": "flag", "flag": "--message"},
+				{"name": "all", "type": "flag_bool", "flag": "--all"}
+			],
+			"danger": "dangerous",
+			"capabilities": ["process_exec", "write_fs"],
+			"category": "git",
+			"permission": "confirm",
+			"timeout": "30s",
+			"max_output": 65536
+		},
+		{
+			"name": "word-count",
+			"description": "Count lines, words and bytes of a workspace file",
+			"binary": "wc",
+			"args": [
+				{"name": "file", "type": "positional", "required": true},
+				{"name": "lines", "type": "flag_bool", "flag": "-l"}
+			],
+			"danger": "safe",
+			"capabilities": ["read_fs"],
+			"category": "file_read",
+			"permission": "auto",
+			"timeout": "10s",
+			"max_output": 4096
+		}
+	]
+}
+`
+
+// A toolbox may be a JSON manifest: same tools, same validation, errors at
+// toolbox.json:line.
+func TestCLIToolboxJSONManifest(t *testing.T) {
+	w := initWorld(t)
+	tb := filepath.Join(w, "toolbox", "devtools")
+	if err := os.Remove(filepath.Join(tb, "toolbox.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tb, "toolbox.json"), []byte(devtoolsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != 0 || !strings.Contains(r.stdout, "15 tools") {
+		t.Fatalf("check with toolbox.json: %+v", r)
+	}
+	r = armoryCmd(t, nil, "--world", w, "tool", "list", "--long", "architect")
+	if r.code != 0 || !strings.Contains(r.stdout, `"name": "devtools.repo-git"`) || !strings.Contains(r.stdout, `"source": "toolbox devtools"`) {
+		t.Fatalf("tool list: %+v", r)
+	}
+
+	check := func(json, want string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(tb, "toolbox.json"), []byte(json), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := armoryCmd(t, nil, "--world", w, "world", "check")
+		if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, want) {
+			t.Errorf("want %q:\n%+v", want, r)
+		}
+	}
+	check(strings.Replace(devtoolsJSON, `"danger": "safe"`, `"danger": "saf"`, 1), "toolbox/devtools/toolbox.json:29: tool word-count: danger: unknown danger \"saf\"")
+	check(strings.Replace(devtoolsJSON, `"max_output": 4096`, `"max_outpt": 4096`, 1), `toolbox/devtools/toolbox.json:34: tool word-count: unknown key "max_outpt" (did you mean "max_output"?)`)
+	check(strings.Replace(devtoolsJSON, `"binary": "wc",`, `"binary": "wc"`, 1), "toolbox/devtools/toolbox.json:25: not valid JSON")
+	// Both files at once is an error, not a silent choice.
+	if err := os.WriteFile(filepath.Join(tb, "toolbox.json"), []byte(devtoolsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tb, "toolbox.yaml"), []byte("name: devtools\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "both toolbox.yaml and toolbox.json") {
+		t.Errorf("both files: %+v", r)
+	}
+}
