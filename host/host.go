@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
@@ -344,6 +345,9 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 	for _, s := range c.Toolkits {
 		ag.Switches[s.Name] = s.On
 	}
+	if n := h.netAllow(c); n != nil {
+		ag.Env.Net = &armory.NetPolicy{Allow: n.Entries(), From: n.From()}
+	}
 	for _, r := range c.Policy.Roots {
 		if dir, ok := h.World.Roots[r.Value]; ok {
 			if ag.Env.Roots == nil {
@@ -456,6 +460,9 @@ func (h *Host) Explain(id, tool string) (Explanation, error) {
 	}
 	d := h.decide(ag, tool)
 	d.Reasons = append(note, d.Reasons...)
+	if why, ok := h.netReason(ag, tool); ok {
+		d.Reasons = append(d.Reasons, why)
+	}
 	// A run-time registration or removal (skills) overrides the load-time view.
 	if v := ag.Registry.Has(tool); v != d.Visible {
 		d.Visible = v
@@ -575,4 +582,30 @@ func (h *Host) providerName(ag *Agent, name string) (string, bool) {
 		}
 	}
 	return found, found != ""
+}
+
+// netAllow is the network allow-list that applies to an agent with config
+// c: its "## Network", else the world's "network:", else nil.
+func (h *Host) netAllow(c *world.AgentConfig) *world.NetAllow {
+	if c != nil && c.Policy.NetAllow != nil {
+		return c.Policy.NetAllow
+	}
+	return h.World.Network
+}
+
+// netReason says which network policy a built-in web tool of the agent
+// dials under.
+func (h *Host) netReason(ag *Agent, tool string) (string, bool) {
+	t, ok := h.Catalog.Lookup(tool)
+	if !ok || h.Source(ag, tool) != SourceBuiltin || !t.Manifest().Has(armory.CapNetwork) {
+		return "", false
+	}
+	n := ag.Env.Net
+	if n == nil {
+		return "network: the default policy: public addresses only; private, loopback, link-local and cloud-metadata addresses are refused (no network allow-list in world-config.yaml or the agent's \"## Network\")", true
+	}
+	if len(n.Allow) == 0 {
+		return fmt.Sprintf("network: the allow-list at %s is empty: the tool reaches no destination", n.From), true
+	}
+	return fmt.Sprintf("network: only the allow-list at %s: %s (a name never opens a private, loopback, link-local or metadata address; an address or range entry does)", n.From, strings.Join(n.Allow, ", ")), true
 }

@@ -225,6 +225,9 @@ type AgentPolicy struct {
 	// Roots lists the shared roots ("project:web", "org:acme") the agent
 	// may reach with @project:web/ and @org:acme/ paths ("## Roots").
 	Roots []Item
+	// NetAllow is the agent's network allow-list for the web tools
+	// ("## Network"); nil when the section is absent (the world's applies).
+	NetAllow *NetAllow
 }
 
 // parseAgentPolicy reads the policy sections of a parsed config.md.
@@ -308,6 +311,7 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 			}
 		}
 	}
+	pol.NetAllow = parseNetworkMD(cfg, ds)
 	if s := cfg.Sections["limits"]; s != nil {
 		for _, kv := range s.KVs {
 			if !isCapName(kv.Key) {

@@ -64,6 +64,10 @@ type World struct {
 	// order; see mcpservers.go.
 	MCPServers []MCPServer
 
+	// Network is the world's network allow-list for the web tools
+	// ("network: allow:"); nil when not set (the default policy).
+	Network *NetAllow
+
 	// ToolsProse is tools.md, kept for prompts.
 	ToolsProse string
 
@@ -131,7 +135,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots", "mcp_servers"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots", "mcp_servers", "network"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -225,6 +229,8 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			w.parseRoots(r, p.v)
 		case "mcp_servers":
 			w.parseMCPServers(r, p.v)
+		case "network":
+			w.Network = parseNetworkYAML(r, p)
 		case "sandbox":
 			if v, ok := r.str(p.v, "sandbox"); ok {
 				switch v {

@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -275,5 +279,58 @@ func TestCLIToolboxJSONManifest(t *testing.T) {
 	r = armoryCmd(t, nil, "--world", w, "world", "check")
 	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "both toolbox.yaml and toolbox.json") {
 		t.Errorf("both files: %+v", r)
+	}
+}
+
+// A world opens the web tools deliberately: an address entry in an agent's
+// "## Network" reaches a private server; an agent without it, or a world
+// list naming only a public host, does not; explain shows the list.
+func TestCLINetworkAllowList(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "INTRANET-PAGE") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	appendFile(t, filepath.Join(w, "world-config.yaml"), "\nnetwork:\n  allow: [docs.example.com, \"*.wikipedia.org:443\"]\n")
+	appendFile(t, filepath.Join(w, "archetype", "researcher", "config.md"), "\n## Network\n- 127.0.0.1:"+port+"\n- docs.example.com\n")
+	url := `{"url":"http://127.0.0.1:` + port + `/"}`
+
+	if r := armoryCmd(t, env, "world", "check", "--strict"); r.code != 2 || strings.Contains(r.stderr, "network") {
+		// only the example's own warning (the intern's legacy list)
+		t.Errorf("check: %+v", r)
+	}
+	r := armoryCmd(t, env, "call", "researcher", "tool.fetch", "--args", url)
+	if o := callJSON(t, r); r.code != 0 || !strings.Contains(o.Result, "INTRANET-PAGE") {
+		t.Fatalf("researcher (allowed 127.0.0.1:%s): %+v", port, r)
+	}
+	// architect has tool.fetch under the world's list, which names only public hosts.
+	r = armoryCmd(t, env, "call", "architect", "tool.fetch", "--args", url)
+	if o := callJSON(t, r); r.code != armory.ExitFailure || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "not in the network allow-list") {
+		t.Fatalf("architect: %+v", r)
+	}
+	r = armoryCmd(t, env, "access", "explain", "researcher", "tool.fetch")
+	if !strings.Contains(r.stdout, "network: only the allow-list at archetype/researcher/config.md:") || !strings.Contains(r.stdout, "127.0.0.1:"+port) {
+		t.Errorf("explain researcher: %+v", r)
+	}
+	r = armoryCmd(t, env, "access", "explain", "architect", "tool.fetch")
+	if !strings.Contains(r.stdout, "network: only the allow-list at world-config.yaml:") || !strings.Contains(r.stdout, "docs.example.com") {
+		t.Errorf("explain architect: %+v", r)
+	}
+
+	// Without any list (default closed): loopback is refused, explain says so.
+	w2 := initWorld(t)
+	r = armoryCmd(t, nil, "--world", w2, "call", "architect", "tool.fetch", "--args", url)
+	if o := callJSON(t, r); r.code != armory.ExitFailure || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "network allow-list") {
+		t.Fatalf("default policy: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w2, "access", "explain", "architect", "tool.fetch"); !strings.Contains(r.stdout, "network: the default policy") {
+		t.Errorf("explain default: %+v", r)
+	}
+
+	// Bad entries are errors at file:line.
+	appendFile(t, filepath.Join(w2, "archetype", "researcher", "config.md"), "\n## Network\n- 10.0.0.1/8\n")
+	r = armoryCmd(t, nil, "--world", w2, "world", "check")
+	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "archetype/researcher/config.md:10: network: \"10.0.0.1/8\" has host bits set") {
+		t.Errorf("bad entry: %+v", r)
 	}
 }
