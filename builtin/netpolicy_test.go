@@ -67,3 +67,43 @@ func TestFetchAgentAllowList(t *testing.T) {
 		t.Errorf("bad entry: %v %.200s", r.Kind, r.Text)
 	}
 }
+
+// tool.browser under an agent's allow-list: the page's own address is
+// opened by an address entry; what the page's script reaches for (another
+// loopback address, the metadata address) stays blocked; a list naming only
+// a public host opens no loopback page.
+func TestBrowserAgentAllowList(t *testing.T) {
+	needChromium(t)
+	secret := serveOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		io.WriteString(w, "INTERNAL-SECRET-9120")
+	}))
+	page := `<!DOCTYPE html><html><body><pre id="log"></pre><script>
+function probe(name, url) {
+  let out;
+  try { const x = new XMLHttpRequest(); x.open("GET", url, false); x.send(); out = x.status === 200 ? "got " + x.responseText : "refused " + x.status; }
+  catch (e) { out = "error " + e.name; }
+  document.getElementById("log").textContent += name + ": " + out + "\n";
+}
+probe("loopback", "` + secret.URL + `/secret");
+probe("metadata", "http://169.254.169.254/latest/meta-data/");
+</script></body></html>`
+	srv := serveOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		io.WriteString(w, page)
+	}))
+	b := NewBrowser(WebOptions{})
+	opened := &armory.AgentEnv{ID: "r", Net: &armory.NetPolicy{Allow: []string{"127.0.0.1:" + port(t, srv)}, From: "config.md:3"}}
+	r := runBrowser(t, b, opened, map[string]any{"url": srv.URL + "/"})
+	if !r.Success || !strings.Contains(r.Text, "loopback: ") {
+		t.Fatalf("allowed page: %v %s", r.Kind, r.Text)
+	}
+	if strings.Contains(r.Text, "INTERNAL-SECRET-9120") || strings.Contains(r.Text, "metadata: got") {
+		t.Fatalf("the page reached past the allow-list:\n%s", r.Text)
+	}
+	public := &armory.AgentEnv{ID: "r", Net: &armory.NetPolicy{Allow: []string{"example.com", "*"}, From: "config.md:3"}}
+	r = runBrowser(t, b, public, map[string]any{"url": srv.URL + "/"})
+	if r.Success || r.Kind != armory.KindBlocked || !strings.Contains(r.Text, "network allow-list") {
+		t.Errorf("only public hosts allowed, loopback page: %v %.300s", r.Kind, r.Text)
+	}
+}
