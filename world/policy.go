@@ -250,7 +250,7 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 			}
 			lvl, err := armory.ParsePermission(kv.Value)
 			if err != nil {
-				ds.Errorf(cfg.File, kv.Line, "permissions: %s: %v", kv.Key, err)
+				ds.Errorf(cfg.File, kv.Line, "permissions: %s: %v%s", kv.Key, err, didYouMean(strings.ToLower(kv.Key), []string{"profile"}))
 				continue
 			}
 			pol.Permissions = append(pol.Permissions, PermRule{Tool: kv.Key, Level: lvl, Line: kv.Line})
