@@ -46,13 +46,13 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		return refuse(audit.StatusError, armory.KindNotFound, "%s", armory.Message(err))
 	}
 	s.ag = ag
-	t, err := ag.Registry.Lookup(s.c.Tool)
+	t, real, err := ag.Registry.Find(s.c.Tool)
 	if err != nil {
 		s.stage("lookup", "error", armory.Message(err))
 		return refuse(audit.StatusError, armory.KindNotFound, "Unknown tool: %s. Use one of the tools listed in your <tools> briefing.", s.c.Tool)
 	}
 	why := []string{"found in the agent's registry"}
-	if real := t.Spec().Name; real != s.c.Tool {
+	if real != s.c.Tool {
 		// The name a provider rendering gave the tool (devtools__word-count):
 		// the call, its audit record and any approval carry the real name.
 		why = append(why, fmt.Sprintf("%q is the provider name of %s", s.c.Tool, real))

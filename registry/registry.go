@@ -165,17 +165,24 @@ func UnknownTool(name string) error {
 // model makes with the name it was shown resolves on every surface; the
 // tool's Spec().Name is its real name.
 func (r *Registry) Lookup(name string) (armory.Tool, error) {
+	t, _, err := r.Find(name)
+	return t, err
+}
+
+// Find is Lookup that also returns the tool's real name (name itself
+// unless name was a provider name), without calling the tool's Spec.
+func (r *Registry) Find(name string) (armory.Tool, string, error) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	if t, ok := r.lookup(name); ok {
-		return t, nil
+		return t, name, nil
 	}
 	if real, ok := r.fromAPI(name); ok {
 		if t, ok := r.lookup(real); ok {
-			return t, nil
+			return t, real, nil
 		}
 	}
-	return nil, UnknownTool(name)
+	return nil, "", UnknownTool(name)
 }
 
 func (r *Registry) lookup(name string) (armory.Tool, bool) {
@@ -228,11 +235,8 @@ func (r *Registry) fromAPI(name string) (string, bool) {
 // Resolve returns the real name of the tool that name (a real name or a
 // provider name, see Lookup) names in the registry.
 func (r *Registry) Resolve(name string) (string, bool) {
-	t, err := r.Lookup(name)
-	if err != nil {
-		return "", false
-	}
-	return t.Spec().Name, true
+	_, real, err := r.Find(name)
+	return real, err == nil
 }
 
 // Has reports whether the registry holds a tool whose real name is name
