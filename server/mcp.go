@@ -162,7 +162,8 @@ func (s *Server) addMCPTool(srv *mcp.Server, agent string, t registry.MCPTool) e
 
 // unlistedToolCalls sends a tools/call naming a tool the agent's MCP server
 // does not list (unknown, not granted, or a model's provider-style name)
-// through the pipeline like any call. The SDK would answer such a call with
+// through the pipeline like any call, after resolving a provider-style
+// name to the tool it names. The SDK would answer such a call with
 // a protocol error (-32602) before any Armory code runs, so nothing would be
 // audited; a probe for tools an agent cannot see is exactly what an operator
 // looks for in the trail. A call the pipeline resolves and runs is an
@@ -173,7 +174,16 @@ func (s *Server) unlistedToolCalls(ag *host.Agent) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/call" {
-				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !ag.Registry.Has(cr.Params.Name) {
+				cr, ok := req.(*mcp.CallToolRequest)
+				if ok && cr.Params != nil {
+					// A provider-style name ("devtools__word-count") is
+					// resolved by the agent's registry, the one place that
+					// maps those names, so the SDK finds the tool.
+					if real, found := ag.Registry.Resolve(cr.Params.Name); found {
+						cr.Params.Name = real
+					}
+				}
+				if ok && cr.Params != nil && !ag.Registry.Has(cr.Params.Name) {
 					res, err := handle(ctx, cr)
 					if err != nil || !res.IsError {
 						return completeResult(cr.Session, res)
