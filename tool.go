@@ -64,6 +64,20 @@ type AgentEnv struct {
 	Roots map[string]string
 	// Sandbox says how the agent's processes are confined.
 	Sandbox SandboxPolicy
+	// Net is the network allow-list of the agent's web tools (tool.fetch,
+	// web.search, tool.browser); nil is the default policy (public
+	// addresses only).
+	Net *NetPolicy
+}
+
+// NetPolicy is a network allow-list: the web tools reach only the
+// destinations its entries name (host names, *.suffix, *, addresses and
+// ranges, each optionally with :port; see package netguard), and a private,
+// loopback, link-local or metadata address only through an address entry.
+type NetPolicy struct {
+	Allow []string
+	// From says where the list is set ("world-config.yaml:12").
+	From string
 }
 
 // SandboxPolicy is what the world and the agent's config say about the

@@ -42,6 +42,8 @@ type Browser struct {
 	opts  WebOptions
 	guard *netguard.Guard
 	sem   chan struct{}
+	// agents holds the guards of agents with a network allow-list.
+	agents policyCache[*netguard.Guard]
 }
 
 var _ armory.Tool = (*Browser)(nil)
@@ -154,10 +156,17 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 	// Early check of the page's own host: a friendlier error than a
 	// proxy refusal, and no browser start for a refused URL. The proxy
 	// checks again when it dials.
-	if err := t.guard.CheckURL(u); err != nil {
+	guard, ok, err := t.agents.get(inv, t.opts.guardFor)
+	if err != nil {
+		return armory.FailErr(err)
+	}
+	if !ok {
+		guard = t.guard
+	}
+	if err := guard.CheckURL(u); err != nil {
 		return armory.FailErr(webError(op, u, err, timeout))
 	}
-	if _, err := t.guard.Resolve(ctx, u.Hostname()); err != nil {
+	if _, err := guard.Resolve(ctx, u.Hostname()); err != nil {
 		return armory.FailErr(webError(op, u, err, timeout))
 	}
 
@@ -168,7 +177,7 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 		return timedOut()
 	}
 
-	proxy, err := startGuardProxy(t.guard)
+	proxy, err := startGuardProxy(guard)
 	if err != nil {
 		return armory.FailErr(armory.E(op, armory.KindInternal, "cannot start the network guard proxy", err))
 	}
@@ -191,7 +200,7 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 		case ctx.Err() != nil:
 			return timedOut()
 		case errors.As(err, &le) && isProxyRefusal(le.ErrorText) && len(proxy.Blocked()) > 0:
-			return armory.Failf(armory.KindBlocked, "refused to open %s: the network policy blocked %s. Private, loopback, link-local and cloud-metadata addresses are blocked unless the world allows them", u.Redacted(), strings.Join(proxy.Blocked(), ", "))
+			return armory.Failf(armory.KindBlocked, "refused to open %s: the network policy blocked %s. %s", u.Redacted(), strings.Join(proxy.Blocked(), ", "), NetPolicyHint)
 		case errors.As(err, &le):
 			return armory.Failf(armory.KindUnavailable, "cannot open %s: %s", u.Redacted(), le.ErrorText)
 		}

@@ -149,8 +149,9 @@ type webClient struct {
 	client *http.Client
 }
 
-func newWebClient(o WebOptions) *webClient {
-	g := o.guard()
+func newWebClient(o WebOptions) *webClient { return newWebClientWith(o, o.guard()) }
+
+func newWebClientWith(o WebOptions, g *netguard.Guard) *webClient {
 	return &webClient{opts: o, guard: g, client: &http.Client{
 		Transport:     g.Transport(),
 		CheckRedirect: netguard.CheckRedirect(o.MaxRedirects),
@@ -235,13 +236,18 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// NetPolicyHint ends a refusal of the web tools: what is closed and how a
+// world opens it.
+const NetPolicyHint = "Private, loopback, link-local and cloud-metadata addresses are blocked unless the world's network allow-list opens them " +
+	"(an address or range entry in world-config.yaml \"network: allow:\" or the agent's config.md \"## Network\"); with an allow-list, only the destinations it names are reachable"
+
 // webError turns a transport error into an *armory.Error a model can act on.
 func webError(op string, u *url.URL, err error, timeout time.Duration) error {
 	target := u.Redacted()
 	var tm *netguard.TooManyRedirectsError
 	var dns *net.DNSError
 	if b, ok := netguard.IsBlocked(err); ok {
-		return armory.E(op, armory.KindBlocked, fmt.Sprintf("refused to fetch %s: %s. Private, loopback, link-local and cloud-metadata addresses are blocked unless the world allows them; fetch a public http(s) URL instead", target, b.Error()))
+		return armory.E(op, armory.KindBlocked, fmt.Sprintf("refused to fetch %s: %s. %s; fetch an allowed http(s) URL instead", target, b.Error(), NetPolicyHint))
 	}
 	switch {
 	case errors.As(err, &tm):
@@ -296,6 +302,8 @@ func parseWebURL(op, raw string) (*url.URL, error) {
 type Fetch struct {
 	opts WebOptions
 	web  *webClient
+	// agents holds the clients of agents with a network allow-list.
+	agents policyCache[*webClient]
 }
 
 var _ armory.Tool = (*Fetch)(nil)
@@ -360,7 +368,11 @@ func (t *Fetch) Execute(ctx context.Context, inv armory.Invocation) armory.Resul
 	timeout := t.opts.callTimeout(a.TimeoutSecs)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := t.web.get(ctx, op, u, "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.8")
+	web, err := clientFor(&t.agents, t.opts, t.web, inv)
+	if err != nil {
+		return armory.FailErr(err)
+	}
+	resp, err := web.get(ctx, op, u, "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.8")
 	if err != nil {
 		if armory.KindOf(err) == armory.KindTimeout {
 			err = webError(op, u, context.DeadlineExceeded, timeout)

@@ -33,6 +33,9 @@ type WebSearch struct {
 	opts     WebOptions
 	web      *webClient
 	endpoint *url.URL
+	// agents holds the clients of agents with a network allow-list.
+	agents  policyCache[*webClient]
+	webOpts WebOptions // opts with the search page limit
 }
 
 var _ armory.Tool = (*WebSearch)(nil)
@@ -50,7 +53,7 @@ func NewWebSearch(o WebOptions) *WebSearch {
 	if wo.DownloadLimit > searchPageLimit {
 		wo.DownloadLimit = searchPageLimit
 	}
-	return &WebSearch{opts: o, web: newWebClient(wo), endpoint: ep}
+	return &WebSearch{opts: o, web: newWebClient(wo), endpoint: ep, webOpts: wo}
 }
 
 // SearchValue is the structured result (Result.Value) of web.search.
@@ -114,7 +117,11 @@ func (t *WebSearch) Execute(ctx context.Context, inv armory.Invocation) armory.R
 	u.RawQuery = q.Encode()
 	ctx, cancel := context.WithTimeout(ctx, t.opts.Timeout)
 	defer cancel()
-	resp, err := t.web.get(ctx, op, &u, "text/html")
+	web, err := clientFor(&t.agents, t.webOpts, t.web, inv)
+	if err != nil {
+		return armory.FailErr(err)
+	}
+	resp, err := web.get(ctx, op, &u, "text/html")
 	if err != nil {
 		if armory.KindOf(err) == armory.KindTimeout {
 			err = webError(op, &u, context.DeadlineExceeded, t.opts.Timeout)

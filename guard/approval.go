@@ -13,6 +13,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -271,6 +272,11 @@ func (p *Pipeline) resume(ctx context.Context, s *state) Outcome {
 	if s.c.Agent != "" && s.c.Agent != a.Agent {
 		return conflict(fmt.Sprintf("it was requested by agent %s, not %s", a.Agent, s.c.Agent))
 	}
+	if ag, err := p.h.Agent(a.Agent); err == nil && s.c.Tool != "" {
+		if real, ok := ag.Registry.Resolve(s.c.Tool); ok {
+			s.c.Tool = real // a provider name of the tool
+		}
+	}
 	if s.c.Tool != "" && s.c.Tool != a.Tool {
 		return conflict(fmt.Sprintf("it is for tool %s, not %s", a.Tool, s.c.Tool))
 	}
@@ -332,23 +338,6 @@ func orNone(s string) string {
 
 type worldItem = world.Item
 
-// registerApprovalTools adds approval.list and approval.decide to every
-// agent whose config.md grants tool_approval.
-func (p *Pipeline) registerApprovalTools() error {
-	list, decide := &approvalList{p: p}, &approvalDecide{p: p}
-	for _, ag := range p.h.Agents() {
-		if ag.Def.Config == nil || len(ag.Def.Config.Policy.ApprovalScope) == 0 {
-			continue
-		}
-		for _, t := range []armory.Tool{list, decide} {
-			if err := ag.Registry.Register(t); err != nil && armory.KindOf(err) != armory.KindConflict {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 func (p *Pipeline) scopeOf(agent string) []worldItem {
 	ag, err := p.h.Agent(agent)
 	if err != nil || ag.Def.Config == nil {
@@ -359,13 +348,8 @@ func (p *Pipeline) scopeOf(agent string) []worldItem {
 
 type approvalList struct{ p *Pipeline }
 
-func (*approvalList) Spec() armory.Spec {
-	return armory.Spec{Name: "approval.list", Description: "List the tool calls waiting for your approval (within your tool_approval scope).",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)}
-}
-func (*approvalList) Manifest() armory.Manifest {
-	return armory.Manifest{Danger: armory.DangerSafe, Capabilities: []armory.Capability{armory.CapReadState}, Permission: armory.PermAuto, Category: armory.CatAgent}
-}
+func (*approvalList) Spec() armory.Spec         { return host.ApprovalList.Spec() }
+func (*approvalList) Manifest() armory.Manifest { return host.ApprovalList.Manifest() }
 func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	me := inv.Agent.ID
 	as, err := t.p.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.StatusPending, Route: store.RouteAgent(me)})
@@ -406,13 +390,8 @@ func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armor
 
 type approvalDecide struct{ p *Pipeline }
 
-func (*approvalDecide) Spec() armory.Spec {
-	return armory.Spec{Name: "approval.decide", Description: "Approve, deny or escalate (to a human) a tool call waiting for your approval.",
-		InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","description":"approval id from approval.list"},"decision":{"type":"string","enum":["approve","deny","escalate"]},"reason":{"type":"string","description":"why; recorded in the audit trail"}},"required":["id","decision","reason"],"additionalProperties":false}`)}
-}
-func (*approvalDecide) Manifest() armory.Manifest {
-	return armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapWriteState}, Permission: armory.PermAuto, Category: armory.CatAgent}
-}
+func (*approvalDecide) Spec() armory.Spec         { return host.ApprovalDecide.Spec() }
+func (*approvalDecide) Manifest() armory.Manifest { return host.ApprovalDecide.Manifest() }
 func (t *approvalDecide) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	var a struct {
 		ID, Decision, Reason string

@@ -56,10 +56,14 @@ type Pipeline struct {
 
 	schemas sync.Map // tool name → *compiledSchema
 	unnamed sync.Map // agent → defaultGen (sessions.go)
+	// pipeTools implement the host's pipeline tools (host.PipelineTool),
+	// by name.
+	pipeTools map[string]armory.Tool
 }
 
-// New builds the pipeline for h and registers the approval tools of every
-// approval agent (agents whose config.md grants tool_approval).
+// New builds the pipeline for h. It implements the tools the host declares
+// as pipeline tools (host.PipelineTools: approval.list and approval.decide
+// of approval agents).
 func New(h *host.Host, opts Options) (*Pipeline, error) {
 	if opts.Store == nil {
 		return nil, armory.E("guard.New", armory.KindInvalid, "a store is required")
@@ -71,8 +75,9 @@ func New(h *host.Host, opts Options) (*Pipeline, error) {
 		opts.PollInterval = 100 * time.Millisecond
 	}
 	p := &Pipeline{h: h, st: opts.Store, opts: opts}
-	if err := p.registerApprovalTools(); err != nil {
-		return nil, err
+	p.pipeTools = map[string]armory.Tool{}
+	for _, t := range []armory.Tool{&approvalList{p: p}, &approvalDecide{p: p}} {
+		p.pipeTools[t.Spec().Name] = t
 	}
 	return p, nil
 }

@@ -47,13 +47,28 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		return refuse(audit.StatusError, armory.KindNotFound, "%s", armory.Message(err))
 	}
 	s.ag = ag
-	t, err := ag.Registry.Lookup(s.c.Tool)
+	t, real, err := ag.Registry.Find(s.c.Tool)
 	if err != nil {
 		s.stage("lookup", "error", armory.Message(err))
 		return refuse(audit.StatusError, armory.KindNotFound, "Unknown tool: %s. Use one of the tools listed in your <tools> briefing.", s.c.Tool)
 	}
+	why := []string{"found in the agent's registry"}
+	if real != s.c.Tool {
+		// The name a provider rendering gave the tool (devtools__word-count):
+		// the call, its audit record and any approval carry the real name.
+		why = append(why, fmt.Sprintf("%q is the provider name of %s", s.c.Tool, real))
+		s.c.Tool = real
+	}
+	if pt, ok := t.(*host.PipelineTool); ok {
+		impl := p.pipeTools[pt.Spec().Name]
+		if impl == nil {
+			s.stage("lookup", "error", "no implementation of pipeline tool "+pt.Spec().Name)
+			return refuse(audit.StatusError, armory.KindUnavailable, "%s is not available in this pipeline.", pt.Spec().Name)
+		}
+		t = impl
+	}
 	s.tool, s.man = t, t.Manifest()
-	s.stage("lookup", "ok", "found in the agent's registry")
+	s.stage("lookup", "ok", why...)
 	return nil
 }
 
@@ -489,11 +504,8 @@ func (p *Pipeline) patterns(ctx context.Context, s *state) *refusal {
 
 // permission: the effective level decides; deny refuses.
 func (p *Pipeline) permission(ctx context.Context, s *state) *refusal {
-	in := access.LevelInput{Tool: s.c.Tool, Manifest: s.man, Terminal: s.terminal, Bias: s.bias, WorldRules: rules(p.h.World.Policy.Permissions)}
-	if cfg := s.ag.Def.Config; cfg != nil {
-		in.AgentRules = rules(cfg.Policy.Permissions)
-		in.Profile = access.Profile(cfg.Policy.Profile)
-	}
+	in := p.h.LevelInput(s.ag, s.c.Tool, s.man)
+	in.Terminal, in.Bias = s.terminal, s.bias
 	lvl, reasons := access.EffectiveLevel(in)
 	s.level, s.hasLvl = lvl, true
 	s.stage("permission", lvl.String(), reasons...)
@@ -501,14 +513,6 @@ func (p *Pipeline) permission(ctx context.Context, s *state) *refusal {
 		return refuse(audit.StatusDenied, armory.KindDenied, "Denied: %s may not be used by this agent (%s). Do not retry; if the task needs it, say so to a human.", s.c.Tool, strings.Join(reasons, "; "))
 	}
 	return nil
-}
-
-func rules(rs []world.PermRule) []access.Rule {
-	out := make([]access.Rule, len(rs))
-	for i, r := range rs {
-		out[i] = access.Rule{Tool: r.Tool, Level: r.Level}
-	}
-	return out
 }
 
 // decodedText is every key and value of decoded JSON arguments, as text,

@@ -79,3 +79,32 @@ func TestExtraToolDuplicateIsAnError(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Every source shows in the one view: upstream (Extra), built-in, and a
+// tool registered at run time, which explain also reports.
+func TestToolSources(t *testing.T) {
+	h, err := Open(extraWorld(t), Options{Extra: []armory.Tool{extraTool{"mcp.fs.read"}}, Sandbox: noSandboxCheck})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, _ := h.Agent("a")
+	if err := ag.Registry.Register(extraTool{"skill.notes.add"}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, ti := range h.Tools(ag) {
+		got[ti.Name] = ti.Source
+	}
+	for name, want := range map[string]string{"mcp.fs.read": SourceUpstream, "workspace.read": SourceBuiltin, "skill.notes.add": SourceRunTime} {
+		if got[name] != want {
+			t.Errorf("source of %s = %q, want %q (all: %v)", name, got[name], want, got)
+		}
+	}
+	ex, err := h.Explain("a", "skill.notes.add")
+	if err != nil || !ex.Visible || !strings.Contains(strings.Join(ex.Reasons, "; "), "registered at run time") {
+		t.Errorf("explain run-time tool: %+v %v", ex, err)
+	}
+	if s := h.AccessSummary(ag); !strings.Contains(strings.Join(s.Tools, ","), "skill.notes.add") {
+		t.Errorf("access summary lacks the run-time tool: %v", s.Tools)
+	}
+}

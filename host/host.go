@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
@@ -59,6 +60,9 @@ type Host struct {
 	unmet   map[string][]string // tool → unmet requirements, with why
 	box     map[string]string   // toolbox tool full name → toolbox name
 	unavail map[string]string   // Options.Unavailable
+	pipe    map[string]*PipelineTool
+	// upstream holds the names of Options.Extra tools.
+	upstream map[string]bool
 }
 
 // Agent is one hosted agent.
@@ -91,7 +95,8 @@ func Open(dir string, opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable}
+	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
+		pipe: map[string]*PipelineTool{}, upstream: map[string]bool{}}
 	var ds world.Diagnostics
 
 	// Catalog: built-ins and toolbox tools. Report every duplicate at once,
@@ -120,7 +125,22 @@ func Open(dir string, opts Options) (*Host, error) {
 			continue
 		}
 		seen[name] = "an upstream tool"
+		h.upstream[name] = true
 		tools = append(tools, t)
+	}
+	// Tools the pipeline adds, when some agent gets them.
+	for _, pt := range PipelineTools() {
+		name := pt.Spec().Name
+		if !slices.ContainsFunc(w.Agents, func(a *world.Agent) bool { return pt.Grants(a.Config) }) {
+			continue
+		}
+		if prev, dup := seen[name]; dup {
+			ds.Errorf(world.ConfigFile, 0, "duplicate tool name %q (also %s); the pipeline adds it for %s", name, prev, pt.why)
+			continue
+		}
+		seen[name] = "a tool the pipeline adds"
+		h.pipe[name] = pt
+		tools = append(tools, pt)
 	}
 	cat, err := registry.NewCatalog(tools)
 	if err != nil {
@@ -225,18 +245,36 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 		}
 		return false
 	}
+	// Names a typo most likely meant: every tool and every family.
+	var names []string
+	fams := map[string]bool{}
+	for _, n := range h.Catalog.Names() {
+		names = append(names, n)
+		for i := len(n) - 1; i > 0; i-- {
+			if n[i] == '.' && !fams[n[:i]] {
+				fams[n[:i]] = true
+				names = append(names, n[:i])
+			}
+		}
+	}
+	hint := func(name string) string { return world.DidYouMean(name, names) }
 	w := h.World
+	for _, r := range w.Policy.Permissions {
+		if !defined(r.Tool) {
+			ds.Warnf(world.ConfigFile, r.Line, "permissions: no tool or family %q is defined%s; the rule applies to nothing", r.Tool, hint(r.Tool))
+		}
+	}
 	for _, g := range w.Groups {
 		for _, t := range g.Tools {
 			if !defined(t.Value) {
-				ds.Warnf(world.ConfigFile, t.Line, "tool_privileges.%s: no tool or family %q is defined", g.Name, t.Value)
+				ds.Warnf(world.ConfigFile, t.Line, "tool_privileges.%s: no tool or family %q is defined%s", g.Name, t.Value, hint(t.Value))
 			}
 		}
 	}
 	for _, k := range w.Toolkits {
 		for _, t := range k.Tools {
 			if !defined(t.Value) {
-				ds.Warnf(world.ConfigFile, t.Line, "toolkits.%s: no tool %q is defined", k.Name, t.Value)
+				ds.Warnf(world.ConfigFile, t.Line, "toolkits.%s: no tool %q is defined%s", k.Name, t.Value, hint(t.Value))
 			}
 		}
 	}
@@ -250,7 +288,7 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 		for _, o := range c.Overrides {
 			switch {
 			case !defined(o.Value):
-				ds.Warnf(c.File, o.Line, "tool access: no tool or family %q is defined", o.Value)
+				ds.Warnf(c.File, o.Line, "tool access: no tool or family %q is defined%s", o.Value, hint(o.Value))
 			case h.Privileges.IsPublic(o.Value) && !h.familyHasPrivileged(o.Value):
 				ds.Warnf(c.File, o.Line, "tool access: %q is public (in no privilege group); the override grants nothing", o.Value)
 			}
@@ -258,13 +296,23 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 		if c.HasTools && !c.HasToolAccess && h.Privileges.Empty() {
 			for _, t := range c.Tools {
 				if !defined(t.Value) {
-					ds.Warnf(c.File, t.Line, "tools: no tool or family %q is defined", t.Value)
+					ds.Warnf(c.File, t.Line, "tools: no tool or family %q is defined%s", t.Value, hint(t.Value))
 				}
 			}
 		}
 		for _, s := range c.Toolkits {
 			if !h.Toolkits.Has(s.Name) && !defined(s.Name) {
-				ds.Warnf(c.File, s.Line, "toolkits: %q is neither a toolkit nor a tool of this world", s.Name)
+				ds.Warnf(c.File, s.Line, "toolkits: %q is neither a toolkit nor a tool of this world%s", s.Name, world.DidYouMean(s.Name, append(toolkitNames(h.Toolkits), names...)))
+			}
+		}
+		for _, r := range c.Policy.Permissions {
+			if !defined(r.Tool) {
+				ds.Warnf(c.File, r.Line, "permissions: no tool or family %q is defined%s; the rule applies to nothing", r.Tool, hint(r.Tool))
+			}
+		}
+		for _, t := range c.Policy.ApprovalScope {
+			if t.Value != "*" && !defined(t.Value) {
+				ds.Warnf(c.File, t.Line, "capabilities: tool_approval: no tool or family %q is defined%s", t.Value, hint(t.Value))
 			}
 		}
 	}
@@ -297,6 +345,9 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 	for _, s := range c.Toolkits {
 		ag.Switches[s.Name] = s.On
 	}
+	if n := h.netAllow(c); n != nil {
+		ag.Env.Net = &armory.NetPolicy{Allow: n.Entries(), From: n.From()}
+	}
 	for _, r := range c.Policy.Roots {
 		if dir, ok := h.World.Roots[r.Value]; ok {
 			if ag.Env.Roots == nil {
@@ -307,7 +358,7 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 	}
 	for _, ref := range c.Toolboxes {
 		tbName := filepath.Base(filepath.Dir(filepath.Clean(ref.Source)))
-		if filepath.Base(ref.Source) != world.ToolboxFile {
+		if !world.IsToolboxFile(filepath.Base(ref.Source)) {
 			tbName = filepath.Base(filepath.Clean(ref.Source))
 		}
 		for _, t := range ref.Tools {
@@ -321,6 +372,9 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 // visible is decide without the reasons, for building registries fast. A
 // test checks that both agree on every agent and tool of a world.
 func (h *Host) visible(ag *Agent, name string) bool {
+	if pt, ok := h.pipe[name]; ok {
+		return pt.Grants(ag.Def.Config)
+	}
 	if !h.Catalog.Has(name) || len(h.unmet[name]) > 0 || !ag.Access.CanAccess(name) {
 		return false
 	}
@@ -332,6 +386,10 @@ func (h *Host) visible(ag *Agent, name string) bool {
 
 // decide says whether agent ag sees tool name, with every reason.
 func (h *Host) decide(ag *Agent, name string) access.Decision {
+	if pt, ok := h.pipe[name]; ok {
+		v, why := pipelineDecision(pt, ag)
+		return access.Decision{Visible: v, Reasons: why}
+	}
 	in := access.Input{Tool: name, Defined: h.Catalog.Has(name), Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: h.unmet[name]}
 	var extra []string
 	if why, ok := h.unavailable(name); ok && !in.Defined {
@@ -393,7 +451,18 @@ func (h *Host) Explain(id, tool string) (Explanation, error) {
 	if err != nil {
 		return Explanation{}, err
 	}
+	var note []string
+	if !h.Catalog.Has(tool) && !ag.Registry.Has(tool) {
+		if real, ok := h.providerName(ag, tool); ok {
+			note = []string{fmt.Sprintf("%q is the provider name (OpenAI/Anthropic) of %s", tool, real)}
+			tool = real
+		}
+	}
 	d := h.decide(ag, tool)
+	d.Reasons = append(note, d.Reasons...)
+	if why, ok := h.netReason(ag, tool); ok {
+		d.Reasons = append(d.Reasons, why)
+	}
 	// A run-time registration or removal (skills) overrides the load-time view.
 	if v := ag.Registry.Has(tool); v != d.Visible {
 		d.Visible = v
@@ -428,6 +497,12 @@ type AccessSummary struct {
 	Overrides         []string `json:"overrides"`
 	GrantedPrivileged []string `json:"granted_privileged"`
 	LegacyTools       []string `json:"legacy_tools,omitempty"`
+	// Tools are every tool the agent sees, sorted (the registry: the same
+	// list as tool list, REST and MCP tools/list).
+	Tools []string `json:"tools"`
+	// PipelineTools are those of Tools the pipeline adds (approval.list,
+	// approval.decide for approval agents).
+	PipelineTools []string `json:"pipeline_tools"`
 }
 
 // AccessSummary summarises agent ag's access policy.
@@ -439,6 +514,14 @@ func (h *Host) AccessSummary(ag *Agent) AccessSummary {
 		Overrides:         nonNil(ag.Access.Overrides()),
 		GrantedPrivileged: nonNil(ag.Access.GrantedPrivileged(h.Catalog.Names())),
 		LegacyTools:       ag.Access.LegacyTools(),
+		Tools:             []string{},
+		PipelineTools:     []string{},
+	}
+	for _, sp := range ag.Registry.Specs() {
+		s.Tools = append(s.Tools, sp.Name)
+		if _, ok := h.pipe[sp.Name]; ok {
+			s.PipelineTools = append(s.PipelineTools, sp.Name)
+		}
 	}
 	return s
 }
@@ -472,4 +555,57 @@ func joinOrNone(xs []string) string {
 		out += x
 	}
 	return out
+}
+
+func toolkitNames(t *access.Toolkits) []string {
+	var out []string
+	for _, k := range t.All() {
+		out = append(out, k.Name)
+	}
+	return out
+}
+
+// providerName maps a name an OpenAI or Anthropic rendering gave a tool
+// back to the tool: one of the agent's registry, else one of the catalog
+// (an explanation may be about a tool the agent does not see).
+func (h *Host) providerName(ag *Agent, name string) (string, bool) {
+	if real, ok := ag.Registry.Resolve(name); ok {
+		return real, true
+	}
+	found := ""
+	for _, n := range h.Catalog.Names() {
+		if registry.APIName(n) == name {
+			if found != "" {
+				return "", false // two tools render to one name
+			}
+			found = n
+		}
+	}
+	return found, found != ""
+}
+
+// netAllow is the network allow-list that applies to an agent with config
+// c: its "## Network", else the world's "network:", else nil.
+func (h *Host) netAllow(c *world.AgentConfig) *world.NetAllow {
+	if c != nil && c.Policy.NetAllow != nil {
+		return c.Policy.NetAllow
+	}
+	return h.World.Network
+}
+
+// netReason says which network policy a built-in web tool of the agent
+// dials under.
+func (h *Host) netReason(ag *Agent, tool string) (string, bool) {
+	t, ok := h.Catalog.Lookup(tool)
+	if !ok || h.Source(ag, tool) != SourceBuiltin || !t.Manifest().Has(armory.CapNetwork) {
+		return "", false
+	}
+	n := ag.Env.Net
+	if n == nil {
+		return "network: the default policy: public addresses only; private, loopback, link-local and cloud-metadata addresses are refused (no network allow-list in world-config.yaml or the agent's \"## Network\")", true
+	}
+	if len(n.Allow) == 0 {
+		return fmt.Sprintf("network: the allow-list at %s is empty: the tool reaches no destination", n.From), true
+	}
+	return fmt.Sprintf("network: only the allow-list at %s: %s (a name never opens a private, loopback, link-local or metadata address; an address or range entry does)", n.From, strings.Join(n.Allow, ", ")), true
 }

@@ -45,7 +45,7 @@ func TestExampleWorldRegistries(t *testing.T) {
 		"scribe":     {"workspace.delete", "workspace.edit", "workspace.read", "workspace.write"},
 		"intern":     {"workspace.list", "workspace.read", "workspace.search"},
 		"researcher": {"tool.browser", "tool.fetch", "web.search", "workspace.list", "workspace.read", "workspace.search"},
-		"warden":     {"workspace.list", "workspace.read", "workspace.search"}, // approval.* are added by the pipeline
+		"warden":     {"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}, // approval.* are added by the pipeline, known up front
 	}
 	for id, w := range want {
 		if got := names(h, id); !slices.Equal(got, w) {
@@ -127,7 +127,7 @@ func TestAccessSummary(t *testing.T) {
 		t.Fatalf("summary = %+v", s)
 	}
 	b, _ := json.Marshal(h.AccessSummary(h.agents["intern"]))
-	if string(b) != `{"agent":"intern","mode":"access","groups":[],"overrides":[],"granted_privileged":[]}` {
+	if string(b) != `{"agent":"intern","mode":"access","groups":[],"overrides":[],"granted_privileged":[],"tools":["workspace.list","workspace.read","workspace.search"],"pipeline_tools":[]}` {
 		t.Fatalf("json = %s", b)
 	}
 }

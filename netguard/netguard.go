@@ -77,6 +77,12 @@ type Options struct {
 	// policy refuses them, for example 10.20.0.0/16 or, in tests,
 	// 127.0.0.0/8. IPv4-mapped IPv6 prefixes are unmapped.
 	AllowCIDRs []netip.Prefix
+	// AllowOnly puts the guard in allow-list mode: only destinations an
+	// Allow rule covers are reachable (see Rule); an empty Allow reaches
+	// nothing. Name rules never open what the default policy refuses;
+	// address rules do. AllowHosts and AllowCIDRs still apply.
+	AllowOnly bool
+	Allow     []Rule
 	// DenyCIDRs are refused in addition to the built-in list, even when a
 	// public address; they lose against AllowCIDRs and AllowHosts.
 	DenyCIDRs []netip.Prefix
@@ -106,6 +112,7 @@ type Guard struct {
 	ssrf        *ssrf.Guardian
 	resolver    Resolver
 	dialTimeout time.Duration
+	allow       []Rule // non-nil in allow-list mode
 }
 
 // New returns a Guard for o. o is copied; later changes to its slices do not
@@ -133,6 +140,9 @@ func New(o Options) *Guard {
 	}
 	for _, p := range o.AllowCIDRs {
 		g.allowCIDRs = append(g.allowCIDRs, unmapPrefix(p))
+	}
+	if o.AllowOnly {
+		g.allow = append([]Rule{}, o.Allow...)
 	}
 	for _, p := range o.DenyCIDRs {
 		g.denyCIDRs = append(g.denyCIDRs, unmapPrefix(p))
@@ -195,8 +205,17 @@ func (g *Guard) HostAllowed(host string) bool {
 }
 
 // CheckAddr returns nil when the policy lets a connection to ip happen, and
-// a *BlockedError otherwise. host is only used in the error.
+// a *BlockedError otherwise. host is only used in the error, and in
+// allow-list mode to match name rules (the port is checked when dialling).
 func (g *Guard) CheckAddr(host string, ip netip.Addr) error {
+	if g.allow != nil {
+		return g.checkAllowList(host, ip, 0)
+	}
+	return g.checkDefault(host, ip)
+}
+
+// checkDefault is the default policy with AllowCIDRs and DenyCIDRs.
+func (g *Guard) checkDefault(host string, ip netip.Addr) error {
 	ip = ip.Unmap().WithZone("")
 	isMeta := slices.Contains(MetadataAddrs, ip)
 	for _, p := range g.allowCIDRs {
@@ -343,10 +362,34 @@ func (g *Guard) CheckURL(u *url.URL) error {
 	if g.HostAllowed(host) {
 		return nil
 	}
+	if g.allow != nil {
+		port := urlPort(u)
+		if a, ok := ParseHostAddr(host); ok {
+			return g.checkAllowList(host, a, port)
+		}
+		name := strings.TrimSuffix(strings.ToLower(host), ".")
+		for _, r := range g.allow {
+			if r.Host == "" || (r.nameMatches(name) && r.portOK(port)) {
+				return nil // decided when the name is resolved and dialled
+			}
+		}
+		return &BlockedError{Host: u.Redacted(), Reason: fmt.Sprintf("not in the network allow-list (%s)", net.JoinHostPort(name, strconv.Itoa(int(port))))}
+	}
 	if a, ok := ParseHostAddr(host); ok {
 		return g.CheckAddr(host, a)
 	}
 	return nil
+}
+
+// urlPort is the port a request to u connects to.
+func urlPort(u *url.URL) uint16 {
+	if p, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+		return uint16(p)
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return 443
+	}
+	return 80
 }
 
 // Resolve returns the addresses to connect to for host, after the policy:
@@ -413,6 +456,9 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 			ap, err := netip.ParseAddrPort(address)
 			if err != nil {
 				return &BlockedError{Host: host, Reason: "unparsable dial address " + address}
+			}
+			if g.allow != nil {
+				return g.checkAllowList(host, ap.Addr(), ap.Port())
 			}
 			return g.CheckAddr(host, ap.Addr())
 		},

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/armory-dev/armory"
@@ -158,23 +159,93 @@ func UnknownTool(name string) error {
 	return armory.E("registry.Lookup", armory.KindNotFound, "Unknown tool: "+name)
 }
 
-// Lookup returns the tool called name, or UnknownTool(name).
+// Lookup returns the tool called name, or UnknownTool(name). name may be
+// the tool's name or the name the OpenAI and Anthropic renderings give it
+// (APIName: "devtools__word-count" for devtools.word-count), so a call a
+// model makes with the name it was shown resolves on every surface; the
+// tool's Spec().Name is its real name.
 func (r *Registry) Lookup(name string) (armory.Tool, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if i, ok := r.cat.index[name]; ok && r.hasBit(i) {
-		return r.cat.tools[i], nil
-	}
-	if t, ok := r.extra[name]; ok {
-		return t, nil
-	}
-	return nil, UnknownTool(name)
+	t, _, err := r.Find(name)
+	return t, err
 }
 
-// Has reports whether the registry holds name.
+// Find is Lookup that also returns the tool's real name (name itself
+// unless name was a provider name), without calling the tool's Spec.
+func (r *Registry) Find(name string) (armory.Tool, string, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if t, ok := r.lookup(name); ok {
+		return t, name, nil
+	}
+	if real, ok := r.fromAPI(name); ok {
+		if t, ok := r.lookup(real); ok {
+			return t, real, nil
+		}
+	}
+	return nil, "", UnknownTool(name)
+}
+
+func (r *Registry) lookup(name string) (armory.Tool, bool) {
+	if i, ok := r.cat.index[name]; ok && r.hasBit(i) {
+		return r.cat.tools[i], true
+	}
+	t, ok := r.extra[name]
+	return t, ok
+}
+
+// fromAPI maps a provider name back to the one tool of the registry whose
+// APIName it is. Real names have a dot, API names none, so only a name
+// without one is searched (a scan of the agent's tools, on the rare call
+// that uses the provider name). Two tools with the same API name resolve
+// to neither (NewNameMap refuses to render such a set). Called with r.mu
+// held.
+func (r *Registry) fromAPI(name string) (string, bool) {
+	if name == "" || strings.IndexByte(name, '.') >= 0 || len(name) > 64 {
+		return "", false
+	}
+	found := ""
+	check := func(real string) bool {
+		if APIName(real) != name {
+			return true
+		}
+		if found != "" && found != real {
+			found = ""
+			return false // ambiguous
+		}
+		found = real
+		return true
+	}
+	for wi, w := range r.bits {
+		for w != 0 {
+			b := bits.TrailingZeros64(w)
+			if !check(r.cat.specs[wi*64+b].Name) {
+				return "", false
+			}
+			w &^= 1 << b
+		}
+	}
+	for real := range r.extra {
+		if !check(real) {
+			return "", false
+		}
+	}
+	return found, found != ""
+}
+
+// Resolve returns the real name of the tool that name (a real name or a
+// provider name, see Lookup) names in the registry.
+func (r *Registry) Resolve(name string) (string, bool) {
+	_, real, err := r.Find(name)
+	return real, err == nil
+}
+
+// Has reports whether the registry holds a tool whose real name is name
+// (provider names are not resolved; see Lookup and Resolve).
 func (r *Registry) Has(name string) bool {
-	_, err := r.Lookup(name)
-	return err == nil
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.lookup(name)
+	return ok
 }
 
 // Len is the number of tools the registry holds.

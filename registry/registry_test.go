@@ -296,3 +296,40 @@ func TestOnChange(t *testing.T) {
 		t.Fatalf("removed watcher still called: %v", got)
 	}
 }
+
+// A tool named by its provider name (what OpenAI and Anthropic renderings
+// show the model) resolves to the tool; a name two tools render to
+// resolves to neither; tools the agent does not see stay unknown.
+func TestLookupProviderName(t *testing.T) {
+	r := New(newCat(t), func(n string) bool { return n != "workspace.delete" })
+	for api, real := range map[string]string{"devtools__repo-git": "devtools.repo-git", "syscall__task__list": "syscall.task.list", "workspace.read": "workspace.read"} {
+		tl, err := r.Lookup(api)
+		if err != nil || tl.Spec().Name != real {
+			t.Errorf("Lookup(%q) = %v, %v; want %s", api, tl, err, real)
+		}
+		if got, ok := r.Resolve(api); !ok || got != real {
+			t.Errorf("Resolve(%q) = %q %v", api, got, ok)
+		}
+	}
+	if r.Has("devtools__repo-git") {
+		t.Error("Has resolves provider names; it must answer for real names only")
+	}
+	for _, bad := range []string{"workspace__delete", "devtools__repo_git", "devtools.repo__git", "", "devtools__"} {
+		if _, err := r.Lookup(bad); armory.KindOf(err) != armory.KindNotFound {
+			t.Errorf("Lookup(%q) = %v, want not found", bad, err)
+		}
+	}
+	// Run-time tools resolve too; two tools with one API name resolve to neither.
+	if err := r.Register(&fake{name: "skill.a__b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.Resolve("skill__a__b"); !ok || got != "skill.a__b" {
+		t.Errorf("run-time tool: %q %v", got, ok)
+	}
+	if err := r.Register(&fake{name: "skill__a.b"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := r.Resolve("skill__a__b"); ok {
+		t.Errorf("ambiguous provider name resolved to %q", got)
+	}
+}

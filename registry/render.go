@@ -19,6 +19,18 @@ type Policy struct {
 	Text    string
 }
 
+// Brief renders one "- name: description" line per tool (first line of
+// the description only), sorted as given: what `armory tool brief` prints
+// and GET /api/agents/{id}/tools/brief answers (text/plain).
+func Brief(specs []armory.Spec) string {
+	var b strings.Builder
+	for _, s := range specs {
+		desc, _, _ := strings.Cut(strings.TrimSpace(s.Description), "\n")
+		fmt.Fprintf(&b, "- %s: %s\n", s.Name, strings.TrimSpace(desc))
+	}
+	return b.String()
+}
+
 // Briefing renders the <tools> block of an agent's prompt: one
 // "- name: description" line per tool (first line of the description only),
 // sorted by name, then the policy text of each toolkit that has at least one
@@ -29,9 +41,8 @@ func Briefing(specs []armory.Spec, policies []Policy) string {
 	have := make(map[string]bool, len(specs))
 	for _, s := range specs {
 		have[s.Name] = true
-		desc, _, _ := strings.Cut(strings.TrimSpace(s.Description), "\n")
-		fmt.Fprintf(&b, "- %s: %s\n", s.Name, strings.TrimSpace(desc))
 	}
+	b.WriteString(Brief(specs))
 	first := true
 	for _, p := range policies {
 		if strings.TrimSpace(p.Text) == "" {

@@ -2,309 +2,134 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"net"
-	"net/url"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/store/postgres"
-	"github.com/armory-dev/armory/store/sqlite"
 )
 
-// serveOn starts a server for the world in dir on st (a replica when st
-// shares its database with another server's).
-func serveOn(t *testing.T, dir string, st store.Store) *env {
-	t.Helper()
-	h, err := host.Open(dir, host.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(h, guard.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String()}
-}
+// One view of an agent's tools: the tools the pipeline adds
+// (approval.list, approval.decide) are in REST tools, REST brief, the long
+// REST list and MCP tools/list alike, and only for approval agents.
+func TestToolsOneViewREST_MCP(t *testing.T) {
+	e := start(t, server.Options{})
+	want := []string{"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}
 
-// pgSchema returns a DSN on a fresh schema of the test Postgres (dropped at
-// the end), skipping locally and failing in CI when there is none.
-func pgSchema(t *testing.T) string {
-	base := os.Getenv("ARMORY_TEST_POSTGRES")
-	if base == "" {
-		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES")
+	tok := e.token("warden")
+	status, body, _ := e.do("GET", "/api/agents/warden/tools", tok, "")
+	var short []server.ToolEntry
+	if status != 200 || json.Unmarshal([]byte(body), &short) != nil {
+		t.Fatalf("tools: %d %s", status, body)
 	}
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "armory_srv_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
+	var names []string
+	for _, x := range short {
+		names = append(names, x.Name)
 	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
+	if !slices.Equal(names, want) {
+		t.Errorf("REST tools = %v, want %v", names, want)
 	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(context.Background())
+
+	status, body, hdr := e.do("GET", "/api/agents/warden/tools/brief", tok, "")
+	lines := strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") || len(lines) != len(want) {
+		t.Fatalf("brief: %d %q", status, body)
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "- "+want[i]+": ") {
+			t.Errorf("brief line %d = %q, want - %s: …", i, l, want[i])
 		}
-	})
-	u, err := url.Parse(base)
+	}
+
+	status, body, _ = e.do("GET", "/api/agents/warden/tools?long=1", tok, "")
+	var long []host.ToolInfo
+	if status != 200 || json.Unmarshal([]byte(body), &long) != nil || len(long) != len(want) {
+		t.Fatalf("long: %d %s", status, body)
+	}
+	if d := long[0]; d.Name != "approval.decide" || d.Source != host.SourcePipeline || d.Danger.String() != "cautious" || d.Permission.String() != "auto" || len(d.Capabilities) != 1 {
+		t.Errorf("long approval.decide = %+v", d)
+	}
+	if d := long[3]; d.Name != "workspace.read" || d.Source != host.SourceBuiltin || d.Danger.String() != "cautious" {
+		t.Errorf("long workspace.read = %+v", d)
+	}
+	if status, _, _ := e.do("GET", "/api/agents/warden/tools?long=yes", tok, ""); status != 400 {
+		t.Errorf("long=yes: %d", status)
+	}
+	// The reviewer's toolbox tool, and its level for that agent.
+	status, body, _ = e.do("GET", "/api/agents/architect/tools?long=true", e.admin, "")
+	long = nil
+	if status != 200 || json.Unmarshal([]byte(body), &long) != nil {
+		t.Fatalf("architect long: %d %s", status, body)
+	}
+	got := map[string]host.ToolInfo{}
+	for _, x := range long {
+		got[x.Name] = x
+	}
+	if x := got["devtools.repo-git"]; x.Source != "toolbox devtools" || x.Permission.String() != "confirm" || x.Danger.String() != "dangerous" {
+		t.Errorf("architect devtools.repo-git = %+v", x)
+	}
+	if x := got["tool.python"]; x.Permission.String() != "always_confirm" {
+		t.Errorf("architect tool.python (config.md: always_confirm) = %+v", x)
+	}
+	if _, ok := got["approval.list"]; ok {
+		t.Errorf("architect is no approval agent but sees approval.list")
+	}
+
+	cs := e.mcp("warden", tok, nil)
+	res, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	var mcpNames []string
+	for _, x := range res.Tools {
+		mcpNames = append(mcpNames, x.Name)
+	}
+	if !slices.Equal(mcpNames, want) {
+		t.Errorf("MCP tools/list = %v, want %v", mcpNames, want)
+	}
 }
 
-type restOutcome struct {
-	Status, Result, Human, Session string
-	CallID                         string `json:"call_id"`
-	ApprovalID                     string `json:"approval_id"`
-}
-
-func (e *env) call(t *testing.T, token, agent, body string) restOutcome {
-	t.Helper()
-	code, out, _ := e.do("POST", "/api/agents/"+agent+"/calls", token, body)
-	var o restOutcome
-	if code != 200 || json.Unmarshal([]byte(out), &o) != nil {
-		t.Fatalf("call: %d %s", code, out)
+// REST and MCP calls naming a tool by its provider name run the tool.
+func TestProviderNameRESTAndMCP(t *testing.T) {
+	e := start(t, server.Options{})
+	tok := e.token("architect")
+	// workspace__write is the OpenAI/Anthropic name of workspace.write.
+	status, body, _ := e.do("POST", "/api/agents/architect/calls", tok, `{"tool":"workspace__write","args":{"path":"p.txt","content":"hi"}}`)
+	var o guard.Outcome
+	if status != 200 || json.Unmarshal([]byte(body), &o) != nil || o.Status != "success" || !slices.Contains(o.Reasons, `lookup: "workspace__write" is the provider name of workspace.write`) {
+		t.Fatalf("REST call by provider name: %d %s", status, body)
 	}
-	return o
-}
-
-// Loop detection through two `armory serve` replicas on one Postgres: five
-// identical calls of one session, at once, alternating between the replicas:
-// four run, the fifth is refused; the refusal's advice (a "justification")
-// works in the arguments and in the REST field, and is audited.
-func TestReplicasRepetitionPostgres(t *testing.T) {
-	dsn := pgSchema(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
+	cs := e.mcp("architect", tok, nil)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "workspace__read", Arguments: map[string]any{"path": "p.txt"}})
+	if err != nil || res.IsError || len(res.Content) == 0 || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, "hi") {
+		t.Fatalf("MCP call by provider name: %v %+v", err, res)
 	}
-	ctx := context.Background()
-	var reps []*env
-	for range 2 {
-		st, err := postgres.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		reps = append(reps, serveOn(t, dir, st))
+	// Not a way around access: a tool the agent does not see stays unknown.
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool__browser", Arguments: map[string]any{}})
+	if err == nil && !res.IsError {
+		t.Fatalf("tool__browser (not architect's) ran: %+v", res)
 	}
-	token, _, err := server.CreateToken(ctx, reps[0].st, "scribe", false, "test")
+	recs, err := e.st.ListAudit(context.Background(), store.AuditFilter{Agent: "architect"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := reps[1].call(t, token, "scribe", `{"tool":"workspace.write","args":{"path":"r.txt","content":"r"},"session":"s"}`); o.Status != "success" {
-		t.Fatalf("write: %+v", o)
-	}
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		out []restOutcome
-	)
-	for i := range 5 {
-		wg.Go(func() {
-			o := reps[i%2].call(t, token, "scribe", `{"tool":"workspace.read","args":{"path":"r.txt"},"session":"s"}`)
-			mu.Lock()
-			out = append(out, o)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	ok, loops := 0, 0
-	for _, o := range out {
+	probes := 0
+	for _, r := range recs {
 		switch {
-		case o.Status == "success":
-			ok++
-		case o.Status == "blocked" && strings.Contains(o.Result, "Loop detected") && strings.Contains(o.Result, `"justification"`):
-			loops++
-		default:
-			t.Errorf("unexpected %+v", o)
+		case r.Tool == "tool__browser" && r.Status != audit.StatusSuccess:
+			probes++ // the refused probe, recorded under the name asked for
+		case strings.Contains(r.Tool, "__"):
+			t.Errorf("audit record names %q, not the tool", r.Tool)
 		}
 	}
-	if ok != 4 || loops != 1 {
-		t.Fatalf("%d ran, %d refused as a loop across replicas; want 4 and 1", ok, loops)
+	if probes != 1 {
+		t.Errorf("the refused call of tool__browser left %d audit records, want 1", probes)
 	}
-	o := reps[0].call(t, token, "scribe", `{"tool":"workspace.read","args":{"path":"r.txt","justification":"checking a file another agent writes"},"session":"s"}`)
-	o2 := reps[1].call(t, token, "scribe", `{"tool":"workspace.read","args":{"path":"r.txt"},"session":"s","justification":"still checking"}`)
-	if o.Status != "success" || o2.Status != "success" {
-		t.Fatalf("justified: %+v %+v", o, o2)
-	}
-	recs, err := reps[1].st.ListAudit(ctx, store.AuditFilter{CallID: o.CallID, Oldest: true})
-	if err != nil || len(recs) != 2 || recs[1].Justification != "checking a file another agent writes" || strings.Contains(string(recs[1].Args), "justification") {
-		t.Fatalf("audit: %v %+v", err, recs)
-	}
-}
-
-// Over MCP a model sees only schemas and results: every tool's input schema
-// offers "justification"; a loop refusal names it and a call with it runs
-// (audited); a call waiting for approval says what the model can do and no
-// command; calling again continues the same request, and runs once a human
-// approves. The human's instructions stay out of what the model gets.
-func TestMCPModelCanContinue(t *testing.T) {
-	e := start(t, server.Options{ApprovalWait: time.Millisecond}) // a client that does not wait long
-	ctx := ctx30(t)
-	cs := e.mcp("architect", e.token("architect"), nil)
-	tools, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tl := range tools.Tools {
-		b, _ := json.Marshal(tl.InputSchema)
-		var sch struct {
-			Properties map[string]struct{ Type string } `json:"properties"`
-		}
-		if json.Unmarshal(b, &sch) != nil || sch.Properties["justification"].Type != "string" {
-			t.Errorf("%s: no justification in the input schema: %s", tl.Name, b)
-		}
-	}
-	call := func(name string, args map[string]any) *mcp.CallToolResult {
-		t.Helper()
-		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	if r := call("workspace.write", map[string]any{"path": "m.txt", "content": "m"}); r.IsError {
-		t.Fatal(callText(r))
-	}
-	var r *mcp.CallToolResult
-	for range 5 {
-		r = call("workspace.read", map[string]any{"path": "m.txt"})
-	}
-	if !r.IsError || !strings.Contains(callText(r), "Loop detected") || !strings.Contains(callText(r), `"justification" argument`) {
-		t.Fatalf("fifth identical call: %s", callText(r))
-	}
-	r = call("workspace.read", map[string]any{"path": "m.txt", "justification": "the file changes under me"})
-	if r.IsError || callText(r) != "m" {
-		t.Fatalf("justified: %s", callText(r))
-	}
-	recs, _ := e.st.ListAudit(ctx, store.AuditFilter{Agent: "architect", Tool: "workspace.read", Limit: 1})
-	if len(recs) != 1 || recs[0].Justification != "the file changes under me" || recs[0].Status != audit.StatusSuccess {
-		t.Fatalf("audit: %+v", recs)
-	}
-
-	// devtools.repo-git is confirm-level for architect.
-	args := map[string]any{"command": "init"}
-	r = call("devtools.repo-git", args)
-	text := callText(r)
-	b, _ := json.Marshal(r.StructuredContent)
-	var sc struct {
-		Status     string
-		ApprovalID string `json:"approval_id"`
-		Human      string
-	}
-	json.Unmarshal(b, &sc)
-	if sc.Status != "pending" || sc.ApprovalID == "" || strings.Contains(text, "armory ") || strings.Contains(string(b), "armory ") ||
-		!strings.Contains(text, "call this tool again with the same arguments") || !strings.Contains(text, "work on something else") {
-		t.Fatalf("pending over MCP: %s\n%s", text, b)
-	}
-	r = call("devtools.repo-git", args)
-	b, _ = json.Marshal(r.StructuredContent)
-	var again struct {
-		Status     string
-		ApprovalID string `json:"approval_id"`
-	}
-	json.Unmarshal(b, &again)
-	if again.Status != "pending" || again.ApprovalID != sc.ApprovalID {
-		t.Fatalf("calling again opened another request: %s", b)
-	}
-	if as, _ := e.st.ListApprovals(ctx, store.ApprovalFilter{Agent: "architect"}); len(as) != 1 {
-		t.Fatalf("%d approval requests, want 1", len(as))
-	}
-	if code, body, _ := e.do("POST", "/api/approvals/"+sc.ApprovalID+"/approve", e.admin, ""); code != 200 {
-		t.Fatalf("approve: %d %s", code, body)
-	}
-	r = call("devtools.repo-git", args)
-	if r.IsError {
-		t.Fatalf("after approval: %s", callText(r))
-	}
-	if a, _ := e.st.GetApproval(ctx, sc.ApprovalID); len(a.Result) == 0 {
-		t.Fatal("the approved call did not run under its approval")
-	}
-}
-
-// An edit waiting for approval shows the change as a unified diff against
-// the file (REST approvals list); REST calls show the human what to do.
-func TestRESTApprovalDiff(t *testing.T) {
-	e := startEditConfirm(t)
-	tok := e.token("scribe")
-	if o := e.call(t, tok, "scribe", `{"tool":"workspace.write","args":{"path":"d.txt","content":"one\ntwo\nthree\n"}}`); o.Status != "success" {
-		t.Fatalf("write: %+v", o)
-	}
-	o := e.call(t, tok, "scribe", `{"tool":"workspace.edit","args":{"path":"d.txt","old_string":"two","new_string":"TWO"}}`)
-	if o.Status != "pending" || !strings.Contains(o.Human, "armory approvals approve|deny "+o.ApprovalID) {
-		t.Fatalf("edit: %+v", o)
-	}
-	code, body, _ := e.do("GET", "/api/approvals", e.admin, "")
-	var as []struct {
-		ID   string
-		Diff string
-	}
-	if code != 200 || json.Unmarshal([]byte(body), &as) != nil || len(as) != 1 || as[0].ID != o.ApprovalID {
-		t.Fatalf("approvals: %d %s", code, body)
-	}
-	want := "--- a/d.txt\n+++ b/d.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+TWO\n three\n"
-	if as[0].Diff != want {
-		t.Fatalf("diff:\n%s\nwant:\n%s", as[0].Diff, want)
-	}
-}
-
-// startEditConfirm starts a server over the example world (where
-// workspace.edit is at level confirm for agents without a profile).
-func startEditConfirm(t *testing.T) *env {
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	st := openSQLite(t)
-	e := serveOn(t, dir, st)
-	admin, err := server.EnsureAdminToken(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin = admin
-	return e
-}
-
-func openSQLite(t *testing.T) store.Store {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }

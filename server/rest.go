@@ -14,6 +14,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -26,10 +27,10 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	mux.Handle("GET /metrics", s.admin(s.params(s.metrics.handler.ServeHTTP)))
-	mux.Handle("/agents/{id}/mcp", long(s.agentScoped(s.mcpHTTP)))
+	mux.Handle("/agents/{id}/mcp", long(s.agentScoped(s.strictJSONRPC(s.mcpHTTP))))
 
 	mux.Handle("GET /api/agents", s.admin(s.params(s.handleAgents)))
-	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(s.params(s.handleTools)))
+	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(s.params(s.handleTools, "long")))
 	mux.Handle("GET /api/agents/{id}/tools/brief", s.agentScoped(s.params(s.handleBrief)))
 	mux.Handle("POST /api/agents/{id}/calls", long(s.agentScoped(s.params(s.handleCall))))
 	mux.Handle("GET /api/approvals", s.admin(s.params(s.handleApprovals, "status", "agent")))
@@ -83,8 +84,20 @@ type ToolEntry struct {
 	Description string `json:"description"`
 }
 
+// handleTools answers the agent's tools as [{name, description}], or with
+// ?long=1 (or true) each tool's danger, capabilities, permission level for
+// the agent and source (host.ToolInfo).
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	ag, _ := s.h.Agent(r.PathValue("id")) // agentScoped checked it
+	switch v := r.URL.Query().Get("long"); v {
+	case "", "0", "false":
+	case "1", "true":
+		writeJSON(w, http.StatusOK, s.h.Tools(ag))
+		return
+	default:
+		s.writeError(w, r, armory.E("", armory.KindInvalid, fmt.Sprintf(`"long" must be 1, true, 0 or false, got %q`, v)))
+		return
+	}
 	out := []ToolEntry{}
 	for _, sp := range ag.Registry.Specs() {
 		out = append(out, ToolEntry{sp.Name, sp.Description})
@@ -96,7 +109,7 @@ func (s *Server) handleBrief(w http.ResponseWriter, r *http.Request) {
 	ag, _ := s.h.Agent(r.PathValue("id"))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	fmt.Fprint(w, s.h.Briefing(ag))
+	fmt.Fprint(w, registry.Brief(ag.Registry.Specs()))
 }
 
 // CallRequest is the body of POST /api/agents/{id}/calls.

@@ -3,6 +3,7 @@ package world
 import (
 	"bufio"
 	"bytes"
+	"slices"
 	"strings"
 )
 
@@ -79,6 +80,12 @@ type AgentConfig struct {
 	// Policy is read from "## Permissions", "## Capabilities" and "## Limits".
 	Policy AgentPolicy
 }
+
+// KnownSections are the "## " sections of config.md (matched without
+// regard to case): those
+// Armory reads and those kept for the agent framework (provider, model,
+// skills). Any other section is warned about, with the nearest name.
+var KnownSections = []string{"Tool Access", "Toolbox", "Toolboxes", "Toolkits", "Tools", "Permissions", "Capabilities", "Limits", "Roots", "Sandbox", "Network", "Provider", "Model", "Skills"}
 
 // Limits of config.md parsing.
 const (
@@ -169,7 +176,7 @@ func ParseConfigMD(file string, data []byte, ds *Diagnostics) *AgentConfig {
 						cfg.Groups = append(cfg.Groups, Item{Value: g, Line: kv.Line})
 					}
 				default:
-					ds.Errorf(file, kv.Line, "section \"Tool Access\": unknown key %q (known: privilege_groups)", kv.Key)
+					ds.Errorf(file, kv.Line, "section \"Tool Access\": unknown key %q%s (known: privilege_groups)", kv.Key, didYouMean(kv.Key, []string{"privilege_groups"}))
 				}
 			}
 			cfg.Overrides = append(cfg.Overrides, s.Items...)
@@ -219,6 +226,9 @@ func ParseConfigMD(file string, data []byte, ds *Diagnostics) *AgentConfig {
 				ds.Errorf(file, kv.Line, "section \"Tools\": want \"- tool.name\", got %q", kv.Key+": "+kv.Value)
 			}
 		default:
+			if !slices.ContainsFunc(KnownSections, func(k string) bool { return strings.EqualFold(k, key) }) {
+				ds.Warnf(file, s.Line, "unknown section %q%s; it is ignored (known sections: %s)", s.Name, didYouMean(key, KnownSections), strings.Join(KnownSections, ", "))
+			}
 			if prev, dup := cfg.Sections[key]; dup {
 				prev.Items = append(prev.Items, s.Items...)
 				prev.KVs = append(prev.KVs, s.KVs...)

@@ -3,6 +3,7 @@ package world
 import (
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -52,6 +53,14 @@ const (
 
 // LimitNames lists every cap name, in the order of seed 003's table.
 var LimitNames = []string{LimitStreamEvents, LimitToolInvocations, LimitSessionRuntime, LimitEditsPerFile, LimitTerminalCommands, LimitWebSearches}
+
+// FrameworkLimitNames are the "## Limits" keys of config.md that are no
+// session cap but belong to the agent framework running the agent; they
+// are kept and not warned about.
+var FrameworkLimitNames = []string{"max_turns", "max_tokens", "max_steps"}
+
+// Profiles are the permission profiles of "## Permissions" profile:.
+var Profiles = []string{"restricted", "standard", "trusted"}
 
 // Limit is one configured cap value (seconds for session_runtime).
 type Limit struct {
@@ -205,7 +214,7 @@ func parseLimitValue(r nodeReader, key string, v *yamlNode) (int64, bool) {
 	case LimitStreamEvents, LimitToolInvocations, LimitEditsPerFile, LimitTerminalCommands, LimitWebSearches:
 		return r.integer(v, what, 1, 1<<40)
 	}
-	r.ds.Errorf(r.file, v.Line, "limits: unknown limit %q (known: %s)", key, strings.Join(LimitNames, ", "))
+	r.ds.Errorf(r.file, v.Line, "limits: unknown limit %q%s (known: %s)", key, didYouMean(key, LimitNames), strings.Join(LimitNames, ", "))
 	return 0, false
 }
 
@@ -224,6 +233,9 @@ type AgentPolicy struct {
 	// Roots lists the shared roots ("project:web", "org:acme") the agent
 	// may reach with @project:web/ and @org:acme/ paths ("## Roots").
 	Roots []Item
+	// NetAllow is the agent's network allow-list for the web tools
+	// ("## Network"); nil when the section is absent (the world's applies).
+	NetAllow *NetAllow
 }
 
 // parseAgentPolicy reads the policy sections of a parsed config.md.
@@ -236,7 +248,7 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 				case "restricted", "standard", "trusted":
 					pol.Profile, pol.ProfileLine = v, kv.Line
 				default:
-					ds.Errorf(cfg.File, kv.Line, "permissions: profile must be restricted, standard or trusted, got %q", kv.Value)
+					ds.Errorf(cfg.File, kv.Line, "permissions: profile must be restricted, standard or trusted, got %q%s", kv.Value, didYouMean(kv.Value, Profiles))
 				}
 				continue
 			}
@@ -246,7 +258,7 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 			}
 			lvl, err := armory.ParsePermission(kv.Value)
 			if err != nil {
-				ds.Errorf(cfg.File, kv.Line, "permissions: %s: %v", kv.Key, err)
+				ds.Errorf(cfg.File, kv.Line, "permissions: %s: %v%s", kv.Key, err, didYouMean(strings.ToLower(kv.Key), []string{"profile"}))
 				continue
 			}
 			pol.Permissions = append(pol.Permissions, PermRule{Tool: kv.Key, Level: lvl, Line: kv.Line})
@@ -269,7 +281,7 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 		}
 		for _, kv := range entries {
 			if kv.Key != "tool_approval" {
-				ds.Warnf(cfg.File, kv.Line, "capabilities: unknown capability %q (known: tool_approval)", kv.Key)
+				ds.Warnf(cfg.File, kv.Line, "capabilities: unknown capability %q%s (known: tool_approval); it grants nothing", kv.Key, didYouMean(kv.Key, []string{"tool_approval"}))
 				continue
 			}
 			for _, t := range splitList(kv.Value) {
@@ -303,14 +315,21 @@ func parseAgentPolicy(cfg *AgentConfig, ds *Diagnostics) AgentPolicy {
 				}
 				pol.Network = on
 			default:
-				ds.Errorf(cfg.File, kv.Line, "sandbox: unknown key %q (known: network)", kv.Key)
+				ds.Errorf(cfg.File, kv.Line, "sandbox: unknown key %q%s (known: network)", kv.Key, didYouMean(kv.Key, []string{"network"}))
 			}
 		}
 	}
+	pol.NetAllow = parseNetworkMD(cfg, ds)
 	if s := cfg.Sections["limits"]; s != nil {
 		for _, kv := range s.KVs {
 			if !isCapName(kv.Key) {
-				continue // other limits (max_turns …) belong to the agent framework
+				// Other limits (max_turns …) belong to the agent framework;
+				// a name that is neither is most likely a typo of a cap.
+				if !slices.Contains(FrameworkLimitNames, kv.Key) {
+					ds.Warnf(cfg.File, kv.Line, "limits: unknown limit %q%s; it sets no cap (caps: %s; kept for the agent framework: %s)",
+						kv.Key, didYouMean(kv.Key, append(slices.Clone(LimitNames), FrameworkLimitNames...)), strings.Join(LimitNames, ", "), strings.Join(FrameworkLimitNames, ", "))
+				}
+				continue
 			}
 			var v int64
 			var err error

@@ -1,6 +1,8 @@
 package world
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,6 +18,51 @@ import (
 
 // ToolboxFile is the name of a toolbox's definition file.
 const ToolboxFile = "toolbox.yaml"
+
+// ToolboxJSONFile is the name of a toolbox's definition written as a JSON
+// manifest (as akh-medu skill packs describe CLI tools). It has the same
+// fields, validation and errors as toolbox.yaml; a toolbox folder holds one
+// or the other.
+const ToolboxJSONFile = "toolbox.json"
+
+// IsToolboxFile reports whether base is the name of a toolbox definition
+// file (toolbox.yaml or toolbox.json).
+func IsToolboxFile(base string) bool { return base == ToolboxFile || base == ToolboxJSONFile }
+
+// toolboxFile returns which definition file the toolbox folder dir holds:
+// toolbox.yaml or toolbox.json; fs.ErrNotExist when neither, an error when
+// both.
+func toolboxFile(dir string) (string, error) {
+	_, ey := os.Stat(filepath.Join(dir, ToolboxFile))
+	_, ej := os.Stat(filepath.Join(dir, ToolboxJSONFile))
+	switch {
+	case ey == nil && ej == nil:
+		return "", fmt.Errorf("both %s and %s: keep one", ToolboxFile, ToolboxJSONFile)
+	case ey == nil:
+		return ToolboxFile, nil
+	case ej == nil:
+		return ToolboxJSONFile, nil
+	}
+	return "", fs.ErrNotExist
+}
+
+// jsonAsYAML checks that data is one JSON value and returns it ready for the
+// YAML parser (JSON is YAML, but YAML refuses tabs where JSON allows them as
+// white space; valid JSON has no raw tab inside a string, so every tab is
+// white space). A syntax error is recorded at its line.
+func jsonAsYAML(file string, data []byte, ds *Diagnostics) ([]byte, bool) {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		line := 0
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			line = 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+		}
+		ds.Errorf(file, line, "not valid JSON: %v", err)
+		return nil, false
+	}
+	return bytes.ReplaceAll(data, []byte("\t"), []byte(" ")), true
+}
 
 // Toolbox is a folder of external CLI tools, toolbox/<name>/toolbox.yaml.
 type Toolbox struct {
@@ -102,26 +149,42 @@ var toolboxKeys = []string{"name", "description", "tools"}
 var toolKeys = []string{"name", "description", "binary", "args", "danger", "capabilities", "permission", "category", "timeout", "max_output", "env"}
 var argKeys = []string{"name", "type", "flag", "required", "description", "enum"}
 
-// loadToolboxes discovers toolbox/*/toolbox.yaml ("drop a file in, it is
-// found") and loads those in the allow-list.
+// loadToolboxes discovers toolbox/*/toolbox.yaml and toolbox.json ("drop a
+// file in, it is found") and loads those in the allow-list.
 func (w *World) loadToolboxes(ds *Diagnostics) {
 	for _, name := range Discover(w.Dir) {
 		if !w.allowed(name) {
-			ds.Warnf(filepath.ToSlash(filepath.Join("toolbox", name, ToolboxFile)), 0,
+			file, _ := toolboxFile(filepath.Join(w.Dir, "toolbox", name))
+			if file == "" {
+				file = ToolboxFile
+			}
+			ds.Warnf(filepath.ToSlash(filepath.Join("toolbox", name, file)), 0,
 				"toolbox %q is not in the world's toolboxes allow-list, so its tools are not loaded", name)
 		}
 	}
 	for _, it := range w.ToolboxAllow {
 		dir := filepath.Join(w.Dir, "toolbox", it.Value)
-		rel := filepath.ToSlash(filepath.Join("toolbox", it.Value, ToolboxFile))
-		data, err := readLimited(filepath.Join(dir, ToolboxFile), maxYAMLSize)
+		file, err := toolboxFile(dir)
 		if errors.Is(err, fs.ErrNotExist) {
-			ds.Errorf(ConfigFile, it.Line, "toolboxes: %q has no %s (toolboxes here: %s)", it.Value, rel, listDirs(filepath.Join(w.Dir, "toolbox")))
+			rel := filepath.ToSlash(filepath.Join("toolbox", it.Value, ToolboxFile))
+			ds.Errorf(ConfigFile, it.Line, "toolboxes: %q has no %s or %s (toolboxes here: %s)", it.Value, rel, ToolboxJSONFile, listDirs(filepath.Join(w.Dir, "toolbox")))
 			continue
 		}
 		if err != nil {
+			ds.Errorf(filepath.ToSlash(filepath.Join("toolbox", it.Value)), 0, "%v", err)
+			continue
+		}
+		rel := filepath.ToSlash(filepath.Join("toolbox", it.Value, file))
+		data, err := readLimited(filepath.Join(dir, file), maxYAMLSize)
+		if err != nil {
 			ds.Errorf(rel, 0, "%v", err)
 			continue
+		}
+		if file == ToolboxJSONFile {
+			var ok bool
+			if data, ok = jsonAsYAML(rel, data, ds); !ok {
+				continue
+			}
 		}
 		tb := ParseToolbox(rel, dir, data, ds)
 		if tb == nil {
@@ -392,7 +455,7 @@ var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 var argNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // Discover lists the toolbox folders under <dir>/toolbox that hold a
-// toolbox.yaml, whether or not the world allows them.
+// toolbox.yaml or toolbox.json, whether or not the world allows them.
 func Discover(dir string) []string {
 	ents, err := os.ReadDir(filepath.Join(dir, "toolbox"))
 	if err != nil {
@@ -401,7 +464,7 @@ func Discover(dir string) []string {
 	var out []string
 	for _, e := range ents {
 		if e.IsDir() {
-			if _, err := os.Stat(filepath.Join(dir, "toolbox", e.Name(), ToolboxFile)); err == nil {
+			if _, err := toolboxFile(filepath.Join(dir, "toolbox", e.Name())); !errors.Is(err, fs.ErrNotExist) {
 				out = append(out, e.Name())
 			}
 		}

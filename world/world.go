@@ -67,6 +67,9 @@ type World struct {
 	// MCPSessions bounds the MCP sessions armory serve keeps open
 	// ("mcp_sessions:"); zero fields leave the server's defaults.
 	MCPSessions MCPSessionLimits
+	// Network is the world's network allow-list for the web tools
+	// ("network: allow:"); nil when not set (the default policy).
+	Network *NetAllow
 
 	// ToolsProse is tools.md, kept for prompts.
 	ToolsProse string
@@ -168,7 +171,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "session_idle_timeout", "sandbox", "roots", "mcp_servers", "mcp_sessions"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "session_idle_timeout", "sandbox", "roots", "mcp_servers", "mcp_sessions", "network"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -268,6 +271,8 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			w.parseMCPServers(r, p.v)
 		case "mcp_sessions":
 			w.parseMCPSessions(r, p.v)
+		case "network":
+			w.Network = parseNetworkYAML(r, p)
 		case "sandbox":
 			if v, ok := r.str(p.v, "sandbox"); ok {
 				switch v {
@@ -479,7 +484,7 @@ func (w *World) checkAgentConfig(cfg *AgentConfig, groups map[string]bool, group
 		ref := &cfg.Toolboxes[i]
 		name, ok := w.toolboxForSource(ref.Source)
 		if !ok {
-			ds.Errorf(cfg.File, ref.Line, "toolbox source %q must be toolbox/<name>/toolbox.yaml inside the world", ref.Source)
+			ds.Errorf(cfg.File, ref.Line, "toolbox source %q must be toolbox/<name>/toolbox.yaml (or toolbox.json) inside the world", ref.Source)
 			continue
 		}
 		if !w.allowed(name) {
@@ -526,7 +531,7 @@ func (w *World) toolboxForSource(src string) (string, bool) {
 	s := filepath.ToSlash(filepath.Clean(src))
 	s = strings.TrimPrefix(s, "./")
 	parts := strings.Split(s, "/")
-	if len(parts) == 3 && parts[0] == "toolbox" && parts[2] == ToolboxFile && nameRE.MatchString(parts[1]) {
+	if len(parts) == 3 && parts[0] == "toolbox" && IsToolboxFile(parts[2]) && nameRE.MatchString(parts[1]) {
 		return parts[1], true
 	}
 	if len(parts) == 2 && parts[0] == "toolbox" && nameRE.MatchString(parts[1]) {

@@ -199,7 +199,7 @@ func (r nodeReader) strList(n *yaml.Node, what string) ([]Item, bool) {
 }
 
 func (r nodeReader) unknownKey(p pair, what string, known []string) {
-	r.ds.Errorf(r.file, p.k.Line, "%s: unknown key %q (known keys: %s)", what, p.key, strings.Join(known, ", "))
+	r.ds.Errorf(r.file, p.k.Line, "%s: unknown key %q%s (known keys: %s)", what, p.key, didYouMean(p.key, known), strings.Join(known, ", "))
 }
 
 type yamlNode = yaml.Node

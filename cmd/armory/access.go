@@ -12,7 +12,7 @@ func (a *app) accessCmd() *cobra.Command {
 	var showJSON bool
 	show := &cobra.Command{
 		Use:   "show AGENT",
-		Short: "The agent's access mode, groups, overrides and granted privileged tools",
+		Short: "The agent's access mode, groups, overrides, granted privileged tools and every tool it sees",
 		Args:  exactArgs("AGENT"),
 		RunE: func(c *cobra.Command, args []string) error {
 			h, ag, err := a.openAgent(args[0])
@@ -27,6 +27,10 @@ func (a *app) accessCmd() *cobra.Command {
 				s.Agent, s.Mode, list(s.Groups), list(s.Overrides), list(s.GrantedPrivileged))
 			if s.Mode == "legacy" {
 				fmt.Fprintf(a.stdout, "legacy tools:       %s\n", list(s.LegacyTools))
+			}
+			fmt.Fprintf(a.stdout, "tools:              %s\n", list(s.Tools))
+			if len(s.PipelineTools) > 0 {
+				fmt.Fprintf(a.stdout, "added by pipeline:  %s\n", list(s.PipelineTools))
 			}
 			return nil
 		},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/server"
 )
@@ -39,10 +41,11 @@ func (a *app) callCmd() *cobra.Command {
 				c.Session = server.ScopeSession(c.Agent, c.Session)
 			}
 			if args != "" {
-				if !json.Valid([]byte(args)) {
-					return usageErr("--args must be a JSON object, got %q", args)
+				raw, err := parseArgs(args)
+				if err != nil {
+					return err
 				}
-				c.Args = json.RawMessage(args)
+				c.Args = raw
 			}
 			if progress {
 				c.Progress = func(msg string) { fmt.Fprintln(a.stderr, "…", msg) }
@@ -80,3 +83,36 @@ func (a *app) callCmd() *cobra.Command {
 type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit %d", int(e)) }
+
+// parseArgs checks --args: one JSON object. Malformed JSON is bad input
+// (exit 2), named in one line with the byte offset of the problem.
+func parseArgs(s string) (json.RawMessage, error) {
+	bad := func(format string, a ...any) error {
+		return armory.E("call", armory.KindInvalid, "--args: "+fmt.Sprintf(format, a...))
+	}
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, bad("not valid JSON at byte %d: %s (want one JSON object such as {\"path\":\"a.txt\"})", se.Offset, se.Error())
+		}
+		return nil, bad("not valid JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); !ok {
+		kind := "a value"
+		switch v.(type) {
+		case []any:
+			kind = "an array"
+		case string:
+			kind = "a string"
+		case float64:
+			kind = "a number"
+		case bool:
+			kind = "a boolean"
+		case nil:
+			kind = "null"
+		}
+		return nil, bad("want a JSON object such as {\"path\":\"a.txt\"}, got %s", kind)
+	}
+	return json.RawMessage(s), nil
+}

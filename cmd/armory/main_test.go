@@ -70,7 +70,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	w := initWorld(t)
 
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 6 agents, 13 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
+	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 6 agents, 15 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
 		t.Fatalf("world check: %+v", r)
 	}
 
@@ -91,9 +91,21 @@ func TestCLIEndToEnd(t *testing.T) {
 		t.Fatalf("reviewer tools = %v", got)
 	}
 
+	// tool brief: "- name: description", one tool per line, nothing else.
 	r = armoryCmd(t, nil, "--world", w, "tool", "brief", "architect")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "<tools>\n- devtools.repo-git: ") || !strings.Contains(r.stdout, "Toolkit inspect: List a folder") || !strings.HasSuffix(r.stdout, "</tools>\n") {
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if r.code != 0 || len(lines) != 12 || lines[0] != "- devtools.repo-git: Manage the git repository in the workspace folder repo/ (init, status, log, diff, add, commit)" {
 		t.Fatalf("brief: %+v", r)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "- ") || !strings.Contains(l, ": ") {
+			t.Errorf("brief line %q", l)
+		}
+	}
+	// tool prompt: the <tools> block with the toolkits' policy text.
+	r = armoryCmd(t, nil, "--world", w, "tool", "prompt", "architect")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "<tools>\n- devtools.repo-git: ") || !strings.Contains(r.stdout, "Toolkit inspect: List a folder") || !strings.HasSuffix(r.stdout, "</tools>\n") {
+		t.Fatalf("prompt: %+v", r)
 	}
 
 	for _, f := range []string{"openai", "anthropic", "mcp"} {

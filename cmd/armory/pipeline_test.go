@@ -67,8 +67,16 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	if r := armoryCmd(t, env, "call", "architect"); r.code != armory.ExitUsage {
 		t.Errorf("usage: %+v", r)
 	}
-	if r := armoryCmd(t, env, "call", "architect", "workspace.read", "--args", "{nope"); r.code != armory.ExitUsage {
-		t.Errorf("bad --args: %+v", r)
+	// Malformed --args is bad input (exit 2), one line naming the problem.
+	for _, tc := range []struct{ args, want string }{
+		{"{nope", "--args: not valid JSON at byte 2: invalid character 'n'"},
+		{`{"path":"a"`, "--args: not valid JSON"},
+		{`["a"]`, "--args: want a JSON object such as {\"path\":\"a.txt\"}, got an array"},
+	} {
+		r := armoryCmd(t, env, "call", "architect", "workspace.read", "--args", tc.args)
+		if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("bad --args %s: %+v", tc.args, r)
+		}
 	}
 
 	// repo-git is confirm-level: pending (exit 4) with an approval id.

@@ -10,14 +10,18 @@ import (
 
 func (a *app) toolCmd() *cobra.Command {
 	t := &cobra.Command{Use: "tool", Short: "Show an agent's tools"}
-	t.AddCommand(&cobra.Command{
+	var long bool
+	listCmd := &cobra.Command{
 		Use:   "list AGENT",
-		Short: "JSON array of {name, description}, sorted by name",
+		Short: "JSON array of {name, description}, sorted by name (--long: danger, capabilities, permission, source)",
 		Args:  exactArgs("AGENT"),
 		RunE: func(c *cobra.Command, args []string) error {
-			_, ag, err := a.openAgent(args[0])
+			h, ag, err := a.openAgent(args[0])
 			if err != nil {
 				return err
+			}
+			if long {
+				return a.printJSON(h.Tools(ag))
 			}
 			type entry struct {
 				Name        string `json:"name"`
@@ -29,10 +33,25 @@ func (a *app) toolCmd() *cobra.Command {
 			}
 			return a.printJSON(out)
 		},
-	})
+	}
+	listCmd.Flags().BoolVar(&long, "long", false, "also each tool's danger, capabilities, category, permission level for this agent and source")
+	t.AddCommand(listCmd)
 	t.AddCommand(&cobra.Command{
 		Use:   "brief AGENT",
-		Short: "The <tools> briefing of the agent's prompt",
+		Short: "One \"- name: description\" line per tool",
+		Args:  exactArgs("AGENT"),
+		RunE: func(c *cobra.Command, args []string) error {
+			_, ag, err := a.openAgent(args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(a.stdout, registry.Brief(ag.Registry.Specs()))
+			return nil
+		},
+	})
+	t.AddCommand(&cobra.Command{
+		Use:   "prompt AGENT",
+		Short: "The <tools> block of the agent's prompt, with the policy text of its toolkits",
 		Args:  exactArgs("AGENT"),
 		RunE: func(c *cobra.Command, args []string) error {
 			h, ag, err := a.openAgent(args[0])

@@ -29,9 +29,10 @@ func (a *app) initCmd() *cobra.Command {
 
 func (a *app) worldCmd() *cobra.Command {
 	w := &cobra.Command{Use: "world", Short: "Inspect the world"}
-	w.AddCommand(&cobra.Command{
+	var strict bool
+	check := &cobra.Command{
 		Use:   "check",
-		Short: "Validate the world: exit 0 when valid (warnings on stderr), 2 with every error",
+		Short: "Validate the world: exit 0 when valid (warnings on stderr), 2 with every error (--strict: warnings too)",
 		Args:  exactArgs(),
 		RunE: func(c *cobra.Command, args []string) error {
 			h, err := a.open()
@@ -41,10 +42,16 @@ func (a *app) worldCmd() *cobra.Command {
 			for _, d := range h.Warnings {
 				fmt.Fprintln(a.stderr, d.String())
 			}
+			if strict && len(h.Warnings) > 0 {
+				fmt.Fprintf(a.stderr, "world %q has %d warnings; --strict treats them as errors\n", h.World.Name, len(h.Warnings))
+				return errSilent
+			}
 			fmt.Fprintf(a.stdout, "world %q is valid: %d agents, %d tools, %d warnings\n", h.World.Name, len(h.World.Agents), h.Catalog.Len(), len(h.Warnings))
 			return nil
 		},
-	})
+	}
+	check.Flags().BoolVar(&strict, "strict", false, "treat warnings as errors (exit 2)")
+	w.AddCommand(check)
 	return w
 }
 

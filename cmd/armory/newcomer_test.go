@@ -1,0 +1,336 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/armory-dev/armory"
+)
+
+func appendFile(t *testing.T, path, text string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(text); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A newcomer's typos are warned about at file:line with the nearest known
+// name, and --strict makes them errors.
+func TestCLIWorldCheckTypos(t *testing.T) {
+	w := initWorld(t)
+	scribe := filepath.Join(w, "archetype", "scribe", "config.md")
+	b, err := os.ReadFile(scribe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scribe, []byte(strings.Replace(string(b), "## Tool Access", "## Tool Acess", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, filepath.Join(w, "archetype", "reviewer", "config.md"), "\n## Permissions\nworkspace.writ: deny\nprofile: standard\n\n## Limits\ntool_invocatons: 5\n")
+	appendFile(t, filepath.Join(w, "world-config.yaml"), "\nlimits:\n  tool_invocations: 50\n")
+
+	r := armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != armory.ExitOK {
+		t.Fatalf("check: %+v", r)
+	}
+	for _, want := range []string{
+		`archetype/scribe/config.md:3: warning: unknown section "Tool Acess" (did you mean "Tool Access"?)`,
+		`archetype/reviewer/config.md:15: warning: permissions: no tool or family "workspace.writ" is defined (did you mean "workspace.write"?)`,
+		`archetype/reviewer/config.md:19: warning: limits: unknown limit "tool_invocatons" (did you mean "tool_invocations"?)`,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("world check does not warn %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, "4 warnings") {
+		t.Errorf("warning count: %s", r.stdout)
+	}
+	r = armoryCmd(t, nil, "--world", w, "world", "check", "--strict")
+	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "--strict treats them as errors") || r.stdout != "" {
+		t.Errorf("check --strict: %+v", r)
+	}
+
+	// A misspelled world-config.yaml key or profile is an error naming the nearest.
+	appendFile(t, filepath.Join(w, "world-config.yaml"), "sandbx: none\n")
+	r = armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, `unknown key "sandbx" (did you mean "sandbox"?)`) {
+		t.Errorf("unknown world key: %+v", r)
+	}
+}
+
+// The example world is clean under --strict but for the warning it exists
+// to show (the intern's ignored legacy list).
+func TestCLIWorldCheckStrictExample(t *testing.T) {
+	w := initWorld(t)
+	if err := os.WriteFile(filepath.Join(w, "archetype", "intern", "config.md"), []byte("# intern\n\n## Tool Access\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "world", "check", "--strict"); r.code != 0 || !strings.Contains(r.stdout, "0 warnings") {
+		t.Errorf("strict check of a clean world: %+v", r)
+	}
+}
+
+// One view of an agent's tools on the command line: the tools the pipeline
+// adds are listed, briefed, rendered, shown and explained like any other,
+// without a pipeline or store in the process.
+func TestCLIToolsOneView(t *testing.T) {
+	w := initWorld(t)
+	run := func(args ...string) result {
+		t.Helper()
+		r := armoryCmd(t, nil, append([]string{"--world", w}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: %+v", args, r)
+		}
+		return r
+	}
+	want := []string{"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}
+
+	var list []struct{ Name string }
+	if err := json.Unmarshal([]byte(run("tool", "list", "warden").stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range list {
+		names = append(names, x.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("tool list warden = %v, want %v", names, want)
+	}
+	if b := run("tool", "brief", "warden").stdout; !strings.HasPrefix(b, "- approval.decide: Approve, deny or escalate") || strings.Count(b, "\n") != len(want) {
+		t.Errorf("tool brief warden:\n%s", b)
+	}
+	if p := run("tool", "prompt", "warden").stdout; !strings.Contains(p, "- approval.list: ") {
+		t.Errorf("tool prompt warden:\n%s", p)
+	}
+	for _, f := range []string{"openai", "anthropic", "mcp"} {
+		if s := run("tool", "specs", "warden", "--format", f).stdout; !strings.Contains(s, "approval") || !strings.Contains(s, "decide") {
+			t.Errorf("tool specs --format %s lacks approval.decide:\n%s", f, s)
+		}
+	}
+	var long []struct {
+		Name, Danger, Permission, Source string
+		Capabilities                     []string
+	}
+	if err := json.Unmarshal([]byte(run("tool", "list", "--long", "warden").stdout), &long); err != nil || len(long) != len(want) {
+		t.Fatalf("tool list --long: %v %v", err, long)
+	}
+	if d := long[0]; d.Name != "approval.decide" || d.Source != "pipeline" || d.Danger != "cautious" || d.Permission != "auto" || !slices.Equal(d.Capabilities, []string{"write_state"}) {
+		t.Errorf("long approval.decide = %+v", d)
+	}
+	if err := json.Unmarshal([]byte(run("tool", "list", "--long", "architect").stdout), &long); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range long {
+		if d.Name == "devtools.repo-git" && (d.Source != "toolbox devtools" || d.Permission != "confirm" || d.Danger != "dangerous") {
+			t.Errorf("long devtools.repo-git = %+v", d)
+		}
+		if d.Name == "tool.python" && d.Permission != "always_confirm" {
+			t.Errorf("long tool.python = %+v", d)
+		}
+	}
+
+	ex := run("access", "explain", "warden", "approval.decide").stdout
+	if !strings.Contains(ex, "warden → approval.decide: visible") || !strings.Contains(ex, "tool_approval capability") {
+		t.Errorf("explain warden approval.decide:\n%s", ex)
+	}
+	ex = run("access", "explain", "scribe", "approval.decide").stdout
+	if !strings.Contains(ex, "not visible") || !strings.Contains(ex, "this agent has none") || strings.Contains(ex, "not defined") {
+		t.Errorf("explain scribe approval.decide:\n%s", ex)
+	}
+	var show struct {
+		Tools         []string `json:"tools"`
+		PipelineTools []string `json:"pipeline_tools"`
+	}
+	if err := json.Unmarshal([]byte(run("access", "show", "warden", "--json").stdout), &show); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(show.Tools, want) || !slices.Equal(show.PipelineTools, want[:2]) {
+		t.Errorf("access show warden = %+v", show)
+	}
+}
+
+// A call naming a tool by its provider name (as the OpenAI and Anthropic
+// specs render it) runs that tool, and the audit trail names the tool.
+func TestCLIProviderName(t *testing.T) {
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	r := armoryCmd(t, env, "tool", "specs", "reviewer", "--format", "openai")
+	if !strings.Contains(r.stdout, `"name": "devtools__word-count"`) {
+		t.Fatalf("specs: %+v", r)
+	}
+	if err := os.MkdirAll(filepath.Join(w, "workspaces", "reviewer"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(w, "workspaces", "reviewer", "a.txt"), []byte("one two\nthree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = armoryCmd(t, env, "call", "reviewer", "devtools__word-count", "--args", `{"file":"a.txt","lines":true}`)
+	o := callJSON(t, r)
+	if r.code != 0 || o.Status != "success" || !strings.Contains(o.Result, "2 a.txt") || !slices.Contains(o.Reasons, `lookup: "devtools__word-count" is the provider name of devtools.word-count`) {
+		t.Fatalf("call by provider name: %+v", r)
+	}
+	r = armoryCmd(t, env, "audit", "--json", "--agent", "reviewer")
+	if !strings.Contains(r.stdout, `"tool": "devtools.word-count"`) || strings.Contains(r.stdout, `"tool": "devtools__word-count"`) {
+		t.Errorf("audit names the provider name, not the tool: %s", r.stdout)
+	}
+	// explain accepts it too; a provider name of no tool is still unknown.
+	if r := armoryCmd(t, env, "access", "explain", "reviewer", "devtools__word-count"); !strings.Contains(r.stdout, "reviewer → devtools.word-count: visible") {
+		t.Errorf("explain by provider name: %+v", r)
+	}
+	if r := armoryCmd(t, env, "call", "reviewer", "devtools__nope", "--args", `{}`); r.code != armory.ExitInvalid {
+		t.Errorf("unknown provider name: %+v", r)
+	}
+}
+
+// devtoolsJSON is the example world's devtools toolbox written as a JSON
+// manifest (tab-indented, as editors often write JSON).
+const devtoolsJSON = `{
+	"name": "devtools",
+	"description": "Developer tools for the agents' workspaces",
+	"tools": [
+		{
+			"name": "repo-git",
+			"description": "Manage the git repository in the workspace folder repo/",
+			"binary": "bin/repo-git",
+			"args": [
+				{"name": "command", "type": "positional", "required": true, "description": "git subcommand", "enum": ["init", "status", "log", "diff", "add", "commit"]},
+				{"name": "message", "type": "flag", "flag": "--message"},
+				{"name": "all", "type": "flag_bool", "flag": "--all"}
+			],
+			"danger": "dangerous",
+			"capabilities": ["process_exec", "write_fs"],
+			"category": "git",
+			"permission": "confirm",
+			"timeout": "30s",
+			"max_output": 65536
+		},
+		{
+			"name": "word-count",
+			"description": "Count lines, words and bytes of a workspace file",
+			"binary": "wc",
+			"args": [
+				{"name": "file", "type": "positional", "required": true},
+				{"name": "lines", "type": "flag_bool", "flag": "-l"}
+			],
+			"danger": "safe",
+			"capabilities": ["read_fs"],
+			"category": "file_read",
+			"permission": "auto",
+			"timeout": "10s",
+			"max_output": 4096
+		}
+	]
+}
+`
+
+// A toolbox may be a JSON manifest: same tools, same validation, errors at
+// toolbox.json:line.
+func TestCLIToolboxJSONManifest(t *testing.T) {
+	w := initWorld(t)
+	tb := filepath.Join(w, "toolbox", "devtools")
+	if err := os.Remove(filepath.Join(tb, "toolbox.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tb, "toolbox.json"), []byte(devtoolsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != 0 || !strings.Contains(r.stdout, "15 tools") {
+		t.Fatalf("check with toolbox.json: %+v", r)
+	}
+	r = armoryCmd(t, nil, "--world", w, "tool", "list", "--long", "architect")
+	if r.code != 0 || !strings.Contains(r.stdout, `"name": "devtools.repo-git"`) || !strings.Contains(r.stdout, `"source": "toolbox devtools"`) {
+		t.Fatalf("tool list: %+v", r)
+	}
+
+	check := func(json, want string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(tb, "toolbox.json"), []byte(json), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := armoryCmd(t, nil, "--world", w, "world", "check")
+		if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, want) {
+			t.Errorf("want %q:\n%+v", want, r)
+		}
+	}
+	check(strings.Replace(devtoolsJSON, `"danger": "safe"`, `"danger": "saf"`, 1), "toolbox/devtools/toolbox.json:29: tool word-count: danger: unknown danger \"saf\"")
+	check(strings.Replace(devtoolsJSON, `"max_output": 4096`, `"max_outpt": 4096`, 1), `toolbox/devtools/toolbox.json:34: tool word-count: unknown key "max_outpt" (did you mean "max_output"?)`)
+	check(strings.Replace(devtoolsJSON, `"binary": "wc",`, `"binary": "wc"`, 1), "toolbox/devtools/toolbox.json:25: not valid JSON")
+	// Both files at once is an error, not a silent choice.
+	if err := os.WriteFile(filepath.Join(tb, "toolbox.json"), []byte(devtoolsJSON), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tb, "toolbox.yaml"), []byte("name: devtools\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = armoryCmd(t, nil, "--world", w, "world", "check")
+	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "both toolbox.yaml and toolbox.json") {
+		t.Errorf("both files: %+v", r)
+	}
+}
+
+// A world opens the web tools deliberately: an address entry in an agent's
+// "## Network" reaches a private server; an agent without it, or a world
+// list naming only a public host, does not; explain shows the list.
+func TestCLINetworkAllowList(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "INTRANET-PAGE") }))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	appendFile(t, filepath.Join(w, "world-config.yaml"), "\nnetwork:\n  allow: [docs.example.com, \"*.wikipedia.org:443\"]\n")
+	appendFile(t, filepath.Join(w, "archetype", "researcher", "config.md"), "\n## Network\n- 127.0.0.1:"+port+"\n- docs.example.com\n")
+	url := `{"url":"http://127.0.0.1:` + port + `/"}`
+
+	if r := armoryCmd(t, env, "world", "check", "--strict"); r.code != 2 || strings.Contains(r.stderr, "network") {
+		// only the example's own warning (the intern's legacy list)
+		t.Errorf("check: %+v", r)
+	}
+	r := armoryCmd(t, env, "call", "researcher", "tool.fetch", "--args", url)
+	if o := callJSON(t, r); r.code != 0 || !strings.Contains(o.Result, "INTRANET-PAGE") {
+		t.Fatalf("researcher (allowed 127.0.0.1:%s): %+v", port, r)
+	}
+	// architect has tool.fetch under the world's list, which names only public hosts.
+	r = armoryCmd(t, env, "call", "architect", "tool.fetch", "--args", url)
+	if o := callJSON(t, r); r.code != armory.ExitFailure || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "not in the network allow-list") {
+		t.Fatalf("architect: %+v", r)
+	}
+	r = armoryCmd(t, env, "access", "explain", "researcher", "tool.fetch")
+	if !strings.Contains(r.stdout, "network: only the allow-list at archetype/researcher/config.md:") || !strings.Contains(r.stdout, "127.0.0.1:"+port) {
+		t.Errorf("explain researcher: %+v", r)
+	}
+	r = armoryCmd(t, env, "access", "explain", "architect", "tool.fetch")
+	if !strings.Contains(r.stdout, "network: only the allow-list at world-config.yaml:") || !strings.Contains(r.stdout, "docs.example.com") {
+		t.Errorf("explain architect: %+v", r)
+	}
+
+	// Without any list (default closed): loopback is refused, explain says so.
+	w2 := initWorld(t)
+	r = armoryCmd(t, nil, "--world", w2, "call", "architect", "tool.fetch", "--args", url)
+	if o := callJSON(t, r); r.code != armory.ExitFailure || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "network allow-list") {
+		t.Fatalf("default policy: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w2, "access", "explain", "architect", "tool.fetch"); !strings.Contains(r.stdout, "network: the default policy") {
+		t.Errorf("explain default: %+v", r)
+	}
+
+	// Bad entries are errors at file:line.
+	appendFile(t, filepath.Join(w2, "archetype", "researcher", "config.md"), "\n## Network\n- 10.0.0.1/8\n")
+	r = armoryCmd(t, nil, "--world", w2, "world", "check")
+	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "archetype/researcher/config.md:10: network: \"10.0.0.1/8\" has host bits set") {
+		t.Errorf("bad entry: %+v", r)
+	}
+}

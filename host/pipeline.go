@@ -1,0 +1,108 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/world"
+)
+
+// PipelineTool is a tool that the guarded pipeline supplies rather than a
+// built-in, a toolbox or an upstream server: approval.list and
+// approval.decide. Its spec, manifest and which agents get it are known
+// when the world loads, so it is in the catalog and in every agent's
+// registry from the start and every surface (tool list, access explain,
+// REST, MCP tools/list) shows the same tools. Its Execute only says that it
+// runs through the pipeline; package guard swaps in the implementation at
+// its lookup stage.
+type PipelineTool struct {
+	spec  armory.Spec
+	man   armory.Manifest
+	grant func(*world.AgentConfig) bool
+	// why says what gives an agent this tool, for explanations.
+	why string
+}
+
+// Spec implements armory.Tool.
+func (t *PipelineTool) Spec() armory.Spec { return t.spec }
+
+// Manifest implements armory.Tool.
+func (t *PipelineTool) Manifest() armory.Manifest { return t.man }
+
+// Execute implements armory.Tool: a pipeline tool has no implementation of
+// its own.
+func (t *PipelineTool) Execute(context.Context, armory.Invocation) armory.Result {
+	return armory.Failf(armory.KindUnavailable, "%s runs only through the guarded pipeline", t.spec.Name)
+}
+
+// Grants reports whether an agent with config cfg gets the tool.
+func (t *PipelineTool) Grants(cfg *world.AgentConfig) bool { return cfg != nil && t.grant(cfg) }
+
+var _ armory.Tool = (*PipelineTool)(nil)
+
+func hasApprovalScope(c *world.AgentConfig) bool { return len(c.Policy.ApprovalScope) > 0 }
+
+const approvalWhy = "the tool_approval capability (config.md \"## Capabilities\")"
+
+// The pipeline tools of approval agents: agents whose config.md grants
+// tool_approval.
+var (
+	ApprovalList = &PipelineTool{
+		spec: armory.Spec{Name: "approval.list", Description: "List the tool calls waiting for your approval (within your tool_approval scope).",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{},"additionalProperties":false}`)},
+		man:   armory.Manifest{Danger: armory.DangerSafe, Capabilities: []armory.Capability{armory.CapReadState}, Permission: armory.PermAuto, Category: armory.CatAgent},
+		grant: hasApprovalScope, why: approvalWhy,
+	}
+	ApprovalDecide = &PipelineTool{
+		spec: armory.Spec{Name: "approval.decide", Description: "Approve, deny or escalate (to a human) a tool call waiting for your approval.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string","description":"approval id from approval.list"},"decision":{"type":"string","enum":["approve","deny","escalate"]},"reason":{"type":"string","description":"why; recorded in the audit trail"}},"required":["id","decision","reason"],"additionalProperties":false}`)},
+		man:   armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapWriteState}, Permission: armory.PermAuto, Category: armory.CatAgent},
+		grant: hasApprovalScope, why: approvalWhy,
+	}
+)
+
+// PipelineTools are every tool the pipeline supplies.
+func PipelineTools() []*PipelineTool { return []*PipelineTool{ApprovalList, ApprovalDecide} }
+
+// pipelineDecision explains a pipeline tool: the agent's config decides,
+// not groups or toolkits.
+func pipelineDecision(t *PipelineTool, ag *Agent) (bool, []string) {
+	if t.Grants(ag.Def.Config) {
+		return true, []string{fmt.Sprintf("added by the pipeline: the agent has %s", t.why)}
+	}
+	return false, []string{fmt.Sprintf("added by the pipeline only for agents with %s; this agent has none", t.why)}
+}
+
+// Tool sources, as `tool list --long` shows them.
+const (
+	SourceBuiltin  = "built-in"
+	SourceToolbox  = "toolbox"
+	SourceUpstream = "upstream"
+	SourcePipeline = "pipeline"
+	SourceRunTime  = "run time"
+)
+
+// Source says where tool name of agent ag comes from: built-in, toolbox
+// (with its name), upstream (an MCP server), pipeline (added by the guarded
+// pipeline) or run time (registered after the world loaded, for example a
+// skill's tool).
+func (h *Host) Source(ag *Agent, name string) string {
+	if !h.Catalog.Has(name) {
+		if ag != nil && ag.Registry.Has(name) {
+			return SourceRunTime
+		}
+		return ""
+	}
+	if tb, ok := h.box[name]; ok {
+		return SourceToolbox + " " + tb
+	}
+	if _, ok := h.pipe[name]; ok {
+		return SourcePipeline
+	}
+	if h.upstream[name] {
+		return SourceUpstream
+	}
+	return SourceBuiltin
+}

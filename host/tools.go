@@ -1,0 +1,59 @@
+package host
+
+import (
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/access"
+	"github.com/armory-dev/armory/world"
+)
+
+// ToolInfo is one tool of an agent as `tool list --long` and
+// GET /api/agents/{id}/tools?long=1 show it.
+type ToolInfo struct {
+	Name         string              `json:"name"`
+	Description  string              `json:"description"`
+	Danger       armory.Danger       `json:"danger"`
+	Capabilities []armory.Capability `json:"capabilities"`
+	Category     armory.Category     `json:"category,omitempty"`
+	// Permission is the agent's level for the tool before anything about
+	// one call (command screening, bias patterns) raises it.
+	Permission armory.Permission `json:"permission"`
+	// Source is built-in, "toolbox NAME", upstream, pipeline or run time.
+	Source string `json:"source"`
+}
+
+// Tools describes every tool in agent ag's registry, sorted by name.
+func (h *Host) Tools(ag *Agent) []ToolInfo {
+	tools := ag.Registry.Tools()
+	out := make([]ToolInfo, 0, len(tools))
+	for _, t := range tools {
+		s, m := t.Spec(), t.Manifest()
+		lvl, _ := access.EffectiveLevel(h.LevelInput(ag, s.Name, m))
+		caps := m.Capabilities
+		if caps == nil {
+			caps = []armory.Capability{}
+		}
+		out = append(out, ToolInfo{Name: s.Name, Description: s.Description, Danger: m.Danger, Capabilities: caps, Category: m.Category,
+			Permission: lvl, Source: h.Source(ag, s.Name)})
+	}
+	return out
+}
+
+// LevelInput is what decides agent ag's permission level for a call of tool
+// name with manifest m: the agent's rules and profile and the world's rules.
+// The pipeline adds what the call itself says (terminal screening, bias).
+func (h *Host) LevelInput(ag *Agent, name string, m armory.Manifest) access.LevelInput {
+	in := access.LevelInput{Tool: name, Manifest: m, WorldRules: permRules(h.World.Policy.Permissions)}
+	if cfg := ag.Def.Config; cfg != nil {
+		in.AgentRules = permRules(cfg.Policy.Permissions)
+		in.Profile = access.Profile(cfg.Policy.Profile)
+	}
+	return in
+}
+
+func permRules(rs []world.PermRule) []access.Rule {
+	out := make([]access.Rule, len(rs))
+	for i, r := range rs {
+		out[i] = access.Rule{Tool: r.Tool, Level: r.Level}
+	}
+	return out
+}
