@@ -60,6 +60,11 @@ const (
 	StatusBlocked Status = "blocked"
 	StatusDenied  Status = "denied"
 	StatusTimeout Status = "timeout"
+	// StatusInterrupted ends an approved call whose process stopped while
+	// the tool ran (its run claim's lease expired): whether the tool had
+	// its effect is unknown, and it is not run again. Another process
+	// writes this finish entry, under the interrupted call's ID.
+	StatusInterrupted Status = "interrupted"
 )
 
 // Stage is one pipeline stage's decision about a call, with its reasons.

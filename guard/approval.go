@@ -191,6 +191,9 @@ func (p *Pipeline) EscalateExpired(ctx context.Context, id string) (*store.Appro
 func (p *Pipeline) runApproved(ctx context.Context, s *state) Outcome {
 	a := s.approval
 	s.stage("approval", "approved", fmt.Sprintf("approved by %s: %s", a.DecidedBy, orNone(a.DecisionReason)))
+	if p.claims != nil {
+		return p.runClaimed(ctx, s)
+	}
 	_, claimed, err := p.st.Acquire(ctx, "approval:"+a.ID, "run", 1, 1)
 	if err != nil {
 		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
@@ -212,14 +215,17 @@ type storedOutcome struct {
 }
 
 // storedOutcome returns the outcome another caller stored for the
-// approval, waiting (bounded by ctx) while that caller still runs the tool.
+// approval, waiting (bounded by ctx and resultWait) while that caller still
+// runs the tool.
 func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, p.resultWait(s))
+	defer cancel()
 	for {
 		a, err := p.st.GetApproval(ctx, s.approval.ID)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
 		}
-		if len(a.Result) > 0 {
+		if err == nil && len(a.Result) > 0 {
 			var so storedOutcome
 			if err := json.Unmarshal(a.Result, &so); err != nil {
 				return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
@@ -231,8 +237,9 @@ func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
 		}
 		select {
 		case <-ctx.Done():
-			return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: a.ID,
-				Result: fmt.Sprintf("The approved call %s is still running; retry with armory call --resume %s.", a.ID, a.ID)}
+			id := s.approval.ID
+			return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: id,
+				Result: fmt.Sprintf("The approved call %s is still running; retry with armory call --resume %s.", id, id)}
 		case <-time.After(p.opts.PollInterval):
 		}
 	}
