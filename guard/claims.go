@@ -195,7 +195,5 @@ func (p *Pipeline) interrupt(ctx context.Context, s *state, c *store.RunClaim) (
 	if err := p.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
 		o.Reasons = append(o.Reasons, "audit: the interrupted entry could not be written: "+err.Error())
 	}
-	p.emit(Event{Kind: EventCallFinished, Agent: a.Agent, Session: a.Session, Tool: a.Tool, ApprovalID: a.ID,
-		Status: string(audit.StatusInterrupted), Message: why})
 	return o, true
 }

@@ -175,10 +175,10 @@ func TestLiveRunnerKeepsItsClaim(t *testing.T) {
 	waiter := make(chan Outcome, 1)
 	go func() { waiter <- p2.Execute(ctx, Call{Resume: id, Wait: time.Minute}) }()
 	// Let the tool run past three leases: only renewals keep the claim.
-	waitFor(t, ctx, "three leases to pass", func() bool {
-		c, err := f.p.claims.InspectRun(ctx, id)
-		return err == nil && c.Expires.Sub(first.ClaimedAt) > 3*lease
-	})
+	waitFor(t, ctx, "three leases to pass", func() bool { return time.Since(first.ClaimedAt) > 3*lease })
+	if c, err := f.p.claims.InspectRun(ctx, id); err != nil || c.State != store.RunRunning || !c.Expires.After(first.Expires) {
+		t.Fatalf("the runner's claim after three leases: %+v %v", c, err)
+	}
 	close(f.tools["test.effect"].block)
 	o := <-runner
 	if o.Status != audit.StatusSuccess {
