@@ -144,6 +144,17 @@ func testRunClaims(t *testing.T, open Opener) {
 	if got := result(t, ctx, s1, id); got != `{"status":"success"}` {
 		t.Fatalf("result changed: %s", got)
 	}
+	if err := s2.SetApprovalResult(ctx, id, json.RawMessage(`"over"`)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("SetApprovalResult over a finished run: %v", err)
+	}
+	// An approval whose result is stored cannot be claimed.
+	done := approved(t, ctx, s1)
+	if err := s1.SetApprovalResult(ctx, done, json.RawMessage(`"ran"`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, won, err := b.ClaimRun(ctx, done, "B", "call-4", time.Hour); won || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("claim an approval with a result: %v %v", won, err)
+	}
 }
 
 // testRunClaimsExpiry: a claim whose lease ends is interrupted by another
