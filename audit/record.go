@@ -67,6 +67,15 @@ const (
 	StatusInterrupted Status = "interrupted"
 )
 
+// Valid reports whether s is one of the statuses above.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusRunning, StatusPending, StatusSuccess, StatusError, StatusBlocked, StatusDenied, StatusTimeout, StatusInterrupted:
+		return true
+	}
+	return false
+}
+
 // Stage is one pipeline stage's decision about a call, with its reasons.
 type Stage struct {
 	Name     string   `json:"name"`

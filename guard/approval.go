@@ -230,10 +230,7 @@ func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
 			if err := json.Unmarshal(a.Result, &so); err != nil {
 				return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
 			}
-			o := so.Outcome
-			o.Kind = so.Kind
-			o.Reasons = append(o.Reasons, "approval: the tool already ran for this approval; this is its stored result")
-			return o
+			return p.answerStored(ctx, s, so)
 		}
 		select {
 		case <-ctx.Done():
@@ -243,6 +240,27 @@ func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
 		case <-time.After(p.opts.PollInterval):
 		}
 	}
+}
+
+// answerStored returns the stored outcome of an approval's run as the
+// outcome of this call (its own call id), and audits it as a denied resume
+// is audited: one finish entry with the stored status, the approval id and
+// the call id of the run that produced the result.
+func (p *Pipeline) answerStored(ctx context.Context, s *state, so storedOutcome) Outcome {
+	ran := so.CallID
+	o := so.Outcome
+	o.CallID, o.Kind = s.id, so.Kind
+	what := fmt.Sprintf("the tool already ran for approval %s (call %s); this is its stored result", s.approval.ID, ran)
+	if so.Status == audit.StatusInterrupted {
+		what = fmt.Sprintf("the run of approval %s (call %s) was interrupted: its process stopped; this is its stored outcome", s.approval.ID, ran)
+	}
+	s.stage("approval", "stored", what)
+	o.Reasons = append(o.Reasons, "approval: "+what)
+	rec := p.record(s, audit.PhaseFinish, o.Status, o.Result)
+	if err := p.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
+		o.Reasons = append(o.Reasons, "audit entry could not be written: "+err.Error())
+	}
+	return o
 }
 
 // resume continues the call an approval was created for.

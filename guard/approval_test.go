@@ -70,6 +70,61 @@ func TestHumanApprovalResumeRunsOnce(t *testing.T) {
 	}
 }
 
+// A resume answered from the stored result is a call of its own: it has
+// its own call id and one finish entry (status, approval id, the run it
+// repeats), as a denied resume has; the tool still ran once.
+func TestResumeFromStoredResultIsAudited(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	human := otherProcess(t, f)
+	// A denied resume, for comparison: one finish entry naming the approval.
+	o := f.call("plain", "test.confirm", `{"x":0}`)
+	if err := human.DecideApproval(ctx, o.ApprovalID, store.StatusDenied, "human", "no"); err != nil {
+		t.Fatal(err)
+	}
+	denied := f.p.Execute(ctx, Call{Resume: o.ApprovalID})
+	if recs := f.records(t, denied.CallID); denied.Status != audit.StatusDenied || len(recs) != 1 || recs[0].ApprovalID != o.ApprovalID || recs[0].Status != audit.StatusDenied {
+		t.Fatalf("denied resume: %+v, records %+v", denied, recs)
+	}
+
+	o = f.call("plain", "test.confirm", `{"x":1}`)
+	id := o.ApprovalID
+	if err := human.DecideApproval(ctx, id, store.StatusApproved, "human", "fine"); err != nil {
+		t.Fatal(err)
+	}
+	ran := f.p.Execute(ctx, Call{Resume: id})
+	if ran.Status != audit.StatusSuccess {
+		t.Fatalf("first resume: %+v", ran)
+	}
+	for i := range 2 {
+		again := f.p.Execute(ctx, Call{Agent: "plain", Resume: id})
+		if again.Status != audit.StatusSuccess || again.Result != ran.Result || again.ApprovalID != id {
+			t.Fatalf("resume %d from the stored result: %+v", i, again)
+		}
+		if again.CallID == ran.CallID || again.CallID == "" {
+			t.Fatalf("resume %d answered with call id %q (the run's is %q); it needs its own", i, again.CallID, ran.CallID)
+		}
+		recs := f.records(t, again.CallID)
+		if len(recs) != 1 {
+			t.Fatalf("resume %d from the stored result left %d audit records, want 1", i, len(recs))
+		}
+		r := recs[0]
+		if r.Phase != audit.PhaseFinish || r.Status != audit.StatusSuccess || r.ApprovalID != id || r.DecidedBy != "human" ||
+			r.Agent != "plain" || r.Tool != "test.confirm" || r.Session != DefaultSession("plain") || r.Result != audit.Summary(ran.Result) {
+			t.Fatalf("record of resume %d = %+v", i, r)
+		}
+		if !strings.Contains(strings.Join(reasonsOf(r.Stages), " "), "call "+ran.CallID) {
+			t.Fatalf("the record does not name the run it repeats: %+v", r.Stages)
+		}
+	}
+	if n := f.tools["test.confirm"].runs.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times for one approval", n)
+	}
+	if err := f.st.VerifyAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestApprovalWhileWaiting(t *testing.T) {
 	f := newFixture(t)
 	human := otherProcess(t, f)

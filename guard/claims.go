@@ -170,9 +170,11 @@ func (p *Pipeline) awaitRun(ctx context.Context, s *state) Outcome {
 }
 
 // interrupt resolves the expired run claim c as interrupted, stores that
-// outcome as the approval's result (every later resume returns it), and
-// writes the finish entry of the interrupted call (c.CallID). ok is false
-// when another caller resolved the claim first, or its holder renewed it.
+// outcome as the approval's result (every later resume returns it), writes
+// the finish entry of the interrupted call (c.CallID), and answers this
+// call with the stored outcome (answerStored: its own call id and finish
+// entry). ok is false when another caller resolved the claim first, or its
+// holder renewed it.
 func (p *Pipeline) interrupt(ctx context.Context, s *state, c *store.RunClaim) (Outcome, bool) {
 	a := s.approval
 	why := fmt.Sprintf("the process running approved call %s (%s, call %s) stopped renewing its claim; its lease ended at %s",
@@ -182,7 +184,8 @@ func (p *Pipeline) interrupt(ctx context.Context, s *state, c *store.RunClaim) (
 	text := InterruptedResult + ". Whether the tool had its effect is unknown, and it is not run again for this approval: check its effect before asking for a new call."
 	o := Outcome{CallID: c.CallID, Status: audit.StatusInterrupted, Kind: armory.KindUnavailable, Result: text, ApprovalID: a.ID,
 		DecidedBy: a.DecidedBy, Permission: a.Level, Stages: stages, Reasons: reasonsOf(stages)}
-	b, _ := json.Marshal(storedOutcome{Outcome: o, Kind: o.Kind})
+	so := storedOutcome{Outcome: o, Kind: o.Kind}
+	b, _ := json.Marshal(so)
 	if _, err := p.claims.InterruptRun(ctx, a.ID, p.opts.Holder, b); err != nil {
 		return Outcome{}, false
 	}
@@ -192,8 +195,11 @@ func (p *Pipeline) interrupt(ctx context.Context, s *state, c *store.RunClaim) (
 	s.stages = saved
 	rec.ID = c.CallID
 	rec.DurationMS = p.opts.Now().Sub(c.ClaimedAt).Milliseconds()
-	if err := p.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
-		o.Reasons = append(o.Reasons, "audit: the interrupted entry could not be written: "+err.Error())
+	err := p.appendAudit(context.WithoutCancel(ctx), rec)
+	// This call answers with the stored outcome, as every later resume does.
+	out := p.answerStored(ctx, s, so)
+	if err != nil {
+		out.Reasons = append(out.Reasons, "audit: the interrupted call's finish entry could not be written: "+err.Error())
 	}
-	return o, true
+	return out, true
 }

@@ -115,7 +115,8 @@ func TestApprovedCallKilledMidRunIsInterrupted(t *testing.T) {
 
 	// The wait covers the dead process's lease, however loaded the machine.
 	o := f.p.Execute(ctx, Call{Resume: id, Wait: time.Minute})
-	if o.Status != audit.StatusInterrupted || !strings.HasPrefix(o.Result, InterruptedResult) || o.CallID != callID || o.ApprovalID != id || o.ExitCode() != armory.ExitFailure {
+	if o.Status != audit.StatusInterrupted || !strings.HasPrefix(o.Result, InterruptedResult) || o.ApprovalID != id || o.ExitCode() != armory.ExitFailure ||
+		o.CallID == callID || !strings.Contains(strings.Join(o.Reasons, " "), callID) {
 		t.Fatalf("resume after the kill: %+v", o)
 	}
 	if ctx.Err() != nil {
@@ -128,6 +129,10 @@ func TestApprovedCallKilledMidRunIsInterrupted(t *testing.T) {
 		recs[1].Phase != audit.PhaseFinish || recs[1].Status != audit.StatusInterrupted || recs[1].ApprovalID != id || recs[1].DecidedBy != "human" ||
 		!strings.HasPrefix(recs[1].Result, InterruptedResult) {
 		t.Fatalf("audit of the interrupted call: %+v", recs)
+	}
+	// The resume that resolved it is a call of its own, audited too.
+	if own := f.records(t, o.CallID); len(own) != 1 || own[0].Status != audit.StatusInterrupted || own[0].ApprovalID != id {
+		t.Fatalf("audit of the resolving resume: %+v", own)
 	}
 	// Every later resume, in any process, returns the same outcome and
 	// never runs the tool again.
@@ -185,7 +190,7 @@ func TestLiveRunnerKeepsItsClaim(t *testing.T) {
 		t.Fatalf("runner: %+v", o)
 	}
 	w := <-waiter
-	if w.Status != audit.StatusSuccess || w.Result != o.Result || w.CallID != o.CallID {
+	if w.Status != audit.StatusSuccess || w.Result != o.Result || !strings.Contains(strings.Join(w.Reasons, " "), o.CallID) {
 		t.Fatalf("waiter must get the runner's result: %+v", w)
 	}
 	if m := f.marks(t); len(m) != 1 {
@@ -242,7 +247,7 @@ func TestExpiredClaimResolvedOnce(t *testing.T) {
 		go func() { outs <- f.p.Execute(ctx, Call{Resume: id, Wait: time.Minute}) }()
 	}
 	for range 8 {
-		if o := <-outs; o.Status != audit.StatusInterrupted || o.CallID != "call-of-the-dead" {
+		if o := <-outs; o.Status != audit.StatusInterrupted || !strings.Contains(strings.Join(o.Reasons, " "), "call-of-the-dead") {
 			t.Fatalf("%+v", o)
 		}
 	}

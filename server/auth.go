@@ -116,7 +116,8 @@ func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 
 // agentScoped wraps a handler of /…/{id}/…: admin tokens reach every agent,
 // an agent token only its own. A token for another agent gets the same 403
-// whether or not the agent exists.
+// whether or not the agent exists. The handler finds the token in the
+// request's context (requestToken).
 func (s *Server) agentScoped(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t, err := s.authenticate(r)
@@ -133,7 +134,7 @@ func (s *Server) agentScoped(next http.Handler) http.Handler {
 			s.writeError(w, r, armory.E("", armory.KindNotFound, "unknown agent "+quote(id)))
 			return
 		}
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t)))
 	})
 }
 

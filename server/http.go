@@ -84,8 +84,8 @@ func (hp hostPolicy) originOK(origin, hostHeader string) bool {
 	return slices.Contains(hp.origins, strings.ToLower(u.Scheme+"://"+u.Host))
 }
 
-// guardHTTP applies the checks every request gets: Host, Origin, the body
-// limit, and a read deadline that ends once the body has been read (so that
+// guardHTTP applies the checks every request gets: Host, Origin, a path
+// in canonical form (checkPath), the body limit, and a read deadline that ends once the body has been read (so that
 // a long call is not cut by ReadTimeout).
 func (s *Server) guardHTTP(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -95,6 +95,10 @@ func (s *Server) guardHTTP(next http.Handler) http.Handler {
 		}
 		if o := r.Header.Get("Origin"); o != "" && !s.hosts.originOK(o, r.Host) {
 			s.writeError(w, r, armory.E("", armory.KindPermission, "cross-origin requests are not allowed from "+o))
+			return
+		}
+		if err := checkPath(r); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -43,9 +44,11 @@ func (s *Server) buildMCP() error {
 		s.mcpServers[ag.ID] = srv
 	}
 	agentServer := func(r *http.Request) *mcp.Server { return s.mcpServers[r.PathValue("id")] }
+	s.sessions = newSessionTable(s.opts.MCPSessionsPerToken, s.opts.MCPSessions, s.opts.MCPSessionTimeout)
+	s.sessions.register(s.metrics.reg)
 	opts := func(stateless bool) *mcp.StreamableHTTPOptions {
 		return &mcp.StreamableHTTPOptions{
-			Logger:              s.opts.Logger,
+			Logger:              s.sdkLogger(),
 			MaxRequestBodyBytes: s.opts.MaxBodyBytes,
 			SessionTimeout:      s.opts.MCPSessionTimeout,
 			Stateless:           stateless,
@@ -58,14 +61,23 @@ func (s *Server) buildMCP() error {
 	}
 	stateful := mcp.NewStreamableHTTPHandler(agentServer, opts(false))
 	sessionless := mcp.NewStreamableHTTPHandler(agentServer, opts(true))
-	s.mcpHTTP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// One handler serves every agent's sessions; sessionGuard binds each
+	// session to the agent and token that opened it and bounds how many
+	// are open, and the SDK checks the same owner again (sdkUser).
+	s.mcpHTTP = s.sessionGuard(sdkUser(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if sessionlessRequest(r) {
 			sessionless.ServeHTTP(w, r)
 			return
 		}
 		stateful.ServeHTTP(w, r)
-	})
+	})))
 	return nil
+}
+
+// sdkLogger is the server's logger for the go-sdk, which logs session ids:
+// they are replaced by their SessionRef.
+func (s *Server) sdkLogger() *slog.Logger {
+	return slog.New(redactSessions{s.opts.Logger.Handler()})
 }
 
 // sessionlessProtocol is the first MCP revision without sessions
@@ -90,7 +102,7 @@ func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "armory", Title: "Armory tools of agent " + ag.ID, Version: Version},
 		&mcp.ServerOptions{
 			Instructions: s.instructions(ag),
-			Logger:       s.opts.Logger,
+			Logger:       s.sdkLogger(),
 			// Prompts and resources are declared because the SDK answers
 			// their list methods (with empty lists): a server must declare
 			// what it handles (SEP-2575 checks it in server/discover).
@@ -193,8 +205,13 @@ func ScopeSession(agent, name string) string {
 func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		name := ""
-		if req.Session != nil {
-			name = req.Session.ID()
+		if req.Session != nil && req.Session.ID() != "" {
+			// A stateful session's caps session was fixed when it opened
+			// (sessionGuard): X-Armory-Session at initialize, else its ref.
+			name = ScopeSession(agent, SessionRef(req.Session.ID()))
+			if ms, ok := s.sessions.lookup(req.Session.ID()); ok {
+				name = ms.caps
+			}
 		}
 		if name == "" && req.Extra != nil && req.Extra.Header != nil {
 			name = req.Extra.Header.Get(SessionHeader)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -19,26 +20,46 @@ import (
 // routes is the server's route table.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	// Every route names the query parameters it takes (s.params); any
+	// other, a repeated or a malformed one is a 400.
+	mux.Handle("GET /healthz", s.params(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.Handle("GET /metrics", s.admin(s.metrics.handler.ServeHTTP))
+	}))
+	mux.Handle("GET /metrics", s.admin(s.params(s.metrics.handler.ServeHTTP)))
 	mux.Handle("/agents/{id}/mcp", long(s.agentScoped(s.mcpHTTP)))
 
-	mux.Handle("GET /api/agents", s.admin(s.handleAgents))
-	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(http.HandlerFunc(s.handleTools)))
-	mux.Handle("GET /api/agents/{id}/tools/brief", s.agentScoped(http.HandlerFunc(s.handleBrief)))
-	mux.Handle("POST /api/agents/{id}/calls", long(s.agentScoped(http.HandlerFunc(s.handleCall))))
-	mux.Handle("GET /api/approvals", s.admin(s.handleApprovals))
-	mux.Handle("POST /api/approvals/{id}/approve", s.admin(s.decide(store.StatusApproved)))
-	mux.Handle("POST /api/approvals/{id}/deny", s.admin(s.decide(store.StatusDenied)))
-	mux.Handle("GET /api/audit", s.admin(s.handleAudit))
-	mux.Handle("GET /api/audit/verify", s.admin(s.handleVerify))
-	mux.Handle("GET /api/events", long(s.admin(s.handleEvents)))
+	mux.Handle("GET /api/agents", s.admin(s.params(s.handleAgents)))
+	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(s.params(s.handleTools)))
+	mux.Handle("GET /api/agents/{id}/tools/brief", s.agentScoped(s.params(s.handleBrief)))
+	mux.Handle("POST /api/agents/{id}/calls", long(s.agentScoped(s.params(s.handleCall))))
+	mux.Handle("GET /api/approvals", s.admin(s.params(s.handleApprovals, "status", "agent")))
+	mux.Handle("POST /api/approvals/{id}/approve", s.admin(s.params(s.decide(store.StatusApproved))))
+	mux.Handle("POST /api/approvals/{id}/deny", s.admin(s.params(s.decide(store.StatusDenied))))
+	mux.Handle("GET /api/audit", s.admin(s.params(s.handleAudit, auditParams...)))
+	mux.Handle("GET /api/audit/verify", s.admin(s.params(s.handleVerify)))
+	mux.Handle("GET /api/events", long(s.admin(s.params(s.handleEvents))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, armory.E("", armory.KindNotFound, "no such endpoint: "+r.Method+" "+r.URL.Path))
+		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
+		if ms := methodsOf(mux, r); len(ms) > 0 {
+			msg += " (this path takes " + strings.Join(ms, ", ") + ")"
+		}
+		s.writeError(w, r, armory.E("", armory.KindNotFound, msg))
 	})
 	return s.guardHTTP(mux)
+}
+
+// methodsOf lists the methods that mux routes r's path for, other than
+// the catch-all (for the message of a request with the wrong method).
+func methodsOf(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		r2 := *r
+		r2.Method = m
+		if _, pat := mux.Handler(&r2); pat != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // AgentSummary is one entry of GET /api/agents.
@@ -131,12 +152,12 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q := r.URL.Query() // checked by s.params
 	statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
 	if v := q.Get("status"); v != "" {
 		st := store.ApprovalStatus(v)
 		if !st.Valid() {
-			s.writeError(w, r, armory.E("", armory.KindInvalid, "status must be pending, escalated, approved, denied or expired"))
+			s.writeError(w, r, badParam("status", "must be pending, escalated, approved, denied or expired, got %s", quote(v)))
 			return
 		}
 		statuses = []store.ApprovalStatus{st}
@@ -181,21 +202,28 @@ func (s *Server) decide(status store.ApprovalStatus) http.HandlerFunc {
 	}
 }
 
+// auditParams are the query parameters of GET /api/audit.
+var auditParams = []string{"agent", "tool", "session", "status", "since", "limit"}
+
 func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q := r.URL.Query() // checked by s.params
 	f := store.AuditFilter{Agent: q.Get("agent"), Tool: q.Get("tool"), Session: q.Get("session"), Status: audit.Status(q.Get("status"))}
+	if f.Status != "" && !f.Status.Valid() {
+		s.writeError(w, r, badParam("status", "must be running, pending, success, error, blocked, denied, timeout or interrupted, got %s", quote(q.Get("status"))))
+		return
+	}
 	if v := q.Get("since"); v != "" {
-		t, err := parseSince(v)
+		t, err := ParseSince(v)
 		if err != nil {
-			s.writeError(w, r, armory.E("", armory.KindInvalid, "since: "+err.Error()))
+			s.writeError(w, r, badParam("since", "%v", err))
 			return
 		}
 		f.Since = t
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			s.writeError(w, r, armory.E("", armory.KindInvalid, fmt.Sprintf("limit must be 1..%d", store.MaxLimit)))
+		if err != nil || n < 1 || n > store.MaxLimit || strconv.Itoa(n) != v {
+			s.writeError(w, r, badParam("limit", "must be a whole number 1..%d, got %s", store.MaxLimit, quote(v)))
 			return
 		}
 		f.Limit = n
@@ -211,12 +239,21 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, recs)
 }
 
-// parseSince accepts RFC 3339 or a duration ago ("1h"), as the CLI does.
-func parseSince(v string) (time.Time, error) {
+// ParseSince reads the since filter of GET /api/audit and armory audit
+// --since: a time in RFC 3339 or a duration ago ("1h"). A negative duration
+// is an error.
+func ParseSince(v string) (time.Time, error) {
 	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("the duration %s is negative (it means that long ago)", quote(v))
+		}
 		return time.Now().Add(-d), nil
 	}
-	return time.Parse(time.RFC3339, v)
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("must be RFC 3339 (2006-01-02T15:04:05Z) or a duration ago such as 1h, got %s", quote(v))
+	}
+	return t, nil
 }
 
 // VerifyReport is the body of GET /api/audit/verify.

@@ -68,8 +68,16 @@ type Options struct {
 	// after its context ends (default 30s); calls still running then are
 	// cancelled.
 	ShutdownTimeout time.Duration
-	// MCPSessionTimeout closes MCP sessions idle this long (default 30m).
+	// MCPSessionTimeout closes MCP sessions idle this long (default 10m,
+	// DefaultMCPSessionTimeout): no POST of the session in that time (an
+	// open GET stream does not count).
 	MCPSessionTimeout time.Duration
+	// MCPSessionsPerToken bounds the stateful MCP sessions one token has
+	// open at once (default 64); an initialize past it is refused.
+	MCPSessionsPerToken int
+	// MCPSessions bounds the stateful MCP sessions open at once on the
+	// server, every token together (default 4096).
+	MCPSessions int
 	// TokenCacheTTL is how long a bearer token the store confirmed is
 	// trusted without reading the store again. The default (0, or
 	// negative) trusts no token longer than its store allows: on a store
@@ -105,7 +113,13 @@ func (o *Options) defaults() {
 	def(&o.WriteTimeout, 30*time.Second)
 	def(&o.IdleTimeout, 120*time.Second)
 	def(&o.ShutdownTimeout, 30*time.Second)
-	def(&o.MCPSessionTimeout, 30*time.Minute)
+	def(&o.MCPSessionTimeout, DefaultMCPSessionTimeout)
+	if o.MCPSessionsPerToken <= 0 {
+		o.MCPSessionsPerToken = DefaultMCPSessionsPerToken
+	}
+	if o.MCPSessions <= 0 {
+		o.MCPSessions = DefaultMCPSessions
+	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 1 << 20
 	}
@@ -126,6 +140,7 @@ type Server struct {
 
 	mcpServers map[string]*mcp.Server
 	mcpHTTP    http.Handler
+	sessions   *sessionTable
 	events     *hub
 	tokens     *tokenCache
 	metrics    *metrics

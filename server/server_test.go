@@ -886,7 +886,7 @@ func TestProtocolRevisions(t *testing.T) {
 		t.Fatalf("2025-11-25: session %q, version %q", legacy.ID(), legacy.InitializeResult().ProtocolVersion)
 	}
 	call(legacy, nil)
-	if got, want := lastSession(), server.ScopeSession("architect", legacy.ID()); got != want {
+	if got, want := lastSession(), server.ScopeSession("architect", server.SessionRef(legacy.ID())); got != want {
 		t.Errorf("2025-11-25 session %q, want the MCP session %q", got, want)
 	}
 

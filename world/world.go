@@ -64,6 +64,10 @@ type World struct {
 	// order; see mcpservers.go.
 	MCPServers []MCPServer
 
+	// MCPSessions bounds the MCP sessions armory serve keeps open
+	// ("mcp_sessions:"); zero fields leave the server's defaults.
+	MCPSessions MCPSessionLimits
+
 	// ToolsProse is tools.md, kept for prompts.
 	ToolsProse string
 
@@ -73,6 +77,39 @@ type World struct {
 
 	// Diagnostics holds the warnings found while loading.
 	Diagnostics Diagnostics
+}
+
+// MCPSessionLimits are the world's MCP session limits ("mcp_sessions:"
+// with max_per_token, max_total and idle_timeout). A zero field is unset.
+type MCPSessionLimits struct {
+	MaxPerToken int           // stateful sessions one token may have open
+	MaxTotal    int           // stateful sessions open on a server in all
+	IdleTimeout time.Duration // a session with no request this long is closed
+}
+
+var mcpSessionKeys = []string{"max_per_token", "max_total", "idle_timeout"}
+
+func (w *World) parseMCPSessions(r nodeReader, n *yamlNode) {
+	pairs, _ := r.mapping(n, "mcp_sessions")
+	for _, p := range pairs {
+		what := "mcp_sessions." + p.key
+		switch p.key {
+		case "max_per_token":
+			if v, ok := r.integer(p.v, what, 1, 1<<20); ok {
+				w.MCPSessions.MaxPerToken = int(v)
+			}
+		case "max_total":
+			if v, ok := r.integer(p.v, what, 1, 1<<20); ok {
+				w.MCPSessions.MaxTotal = int(v)
+			}
+		case "idle_timeout":
+			if d, ok := r.duration(p.v, what, 24*time.Hour); ok {
+				w.MCPSessions.IdleTimeout = d
+			}
+		default:
+			r.unknownKey(p, "mcp_sessions", mcpSessionKeys)
+		}
+	}
 }
 
 // Agent is one agent of the world.
@@ -131,7 +168,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots", "mcp_servers"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "sandbox", "roots", "mcp_servers", "mcp_sessions"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -225,6 +262,8 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			w.parseRoots(r, p.v)
 		case "mcp_servers":
 			w.parseMCPServers(r, p.v)
+		case "mcp_sessions":
+			w.parseMCPSessions(r, p.v)
 		case "sandbox":
 			if v, ok := r.str(p.v, "sandbox"); ok {
 				switch v {

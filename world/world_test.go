@@ -2,10 +2,12 @@ package world
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armory-dev/armory"
 )
@@ -322,6 +324,32 @@ func TestRoots(t *testing.T) {
 	for _, want := range []string{`roots: "team" is not a kind of root`, `roots: the world defines no root "project:nope"`, `roots: "team:x" is not a root name`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("errors lack %q: %v", want, err)
+		}
+	}
+}
+
+func TestMCPSessionsSetting(t *testing.T) {
+	files := goodFiles()
+	files["world-config.yaml"] = goodConfig + "mcp_sessions:\n  max_per_token: 8\n  max_total: 100\n  idle_timeout: 90s\n"
+	w, err := Load(writeWorld(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.MCPSessions; got != (MCPSessionLimits{MaxPerToken: 8, MaxTotal: 100, IdleTimeout: 90 * time.Second}) {
+		t.Errorf("mcp_sessions = %+v", got)
+	}
+	lines := strings.Count(goodConfig, "\n")
+	for _, tc := range []struct{ yaml, want string }{
+		{"mcp_sessions:\n  max_sessions: 3\n", fmt.Sprintf(`world-config.yaml:%d: mcp_sessions: unknown key "max_sessions" (known keys: max_per_token, max_total, idle_timeout)`, lines+2)},
+		{"mcp_sessions:\n  max_per_token: 0\n", fmt.Sprintf(`world-config.yaml:%d: mcp_sessions.max_per_token must be between 1 and 1048576, got 0`, lines+2)},
+		{"mcp_sessions:\n  max_total: lots\n", fmt.Sprintf(`world-config.yaml:%d: mcp_sessions.max_total must be a whole number`, lines+2)},
+		{"mcp_sessions:\n  idle_timeout: forever\n", fmt.Sprintf(`world-config.yaml:%d: mcp_sessions.idle_timeout must be a duration`, lines+2)},
+		{"mcp_sessions: 5\n", fmt.Sprintf(`world-config.yaml:%d: mcp_sessions must be a mapping`, lines+1)},
+	} {
+		files["world-config.yaml"] = goodConfig + tc.yaml
+		_, err := Load(writeWorld(t, files))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -25,8 +26,11 @@ func (a *app) auditCmd() *cobra.Command {
 		Args:  exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.Status = audit.Status(status)
+			if status != "" && !f.Status.Valid() {
+				return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
+			}
 			if since != "" {
-				t, err := parseSince(since)
+				t, err := server.ParseSince(since)
 				if err != nil {
 					return usageErr("--since: %v", err)
 				}
@@ -100,11 +104,4 @@ func brokenChain(where string, err error) error {
 		return armory.E("audit verify", armory.KindOther, where+": "+err.Error())
 	}
 	return armory.E("audit verify", armory.KindUnavailable, where, err)
-}
-
-func parseSince(s string) (time.Time, error) {
-	if d, err := time.ParseDuration(s); err == nil {
-		return time.Now().Add(-d), nil
-	}
-	return time.Parse(time.RFC3339, s)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/server"
 )
 
 func (a *app) callCmd() *cobra.Command {
@@ -33,6 +34,9 @@ func (a *app) callCmd() *cobra.Command {
 			}
 			if len(pos) == 2 {
 				c.Agent, c.Tool = pos[0], pos[1]
+				// Sessions belong to an agent, as over MCP and REST: --session s
+				// is AGENT:s, so two agents' calls never share caps.
+				c.Session = server.ScopeSession(c.Agent, c.Session)
 			}
 			if args != "" {
 				if !json.Valid([]byte(args)) {
@@ -62,7 +66,7 @@ func (a *app) callCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&args, "args", "", "arguments as a JSON object")
-	f.StringVar(&c.Session, "session", "", "session id (default AGENT:default); caps count per session")
+	f.StringVar(&c.Session, "session", "", "session name, recorded as AGENT:NAME (default AGENT:default); caps count per session")
 	f.StringVar(&c.Task, "task", "", "task id, recorded in the audit trail")
 	f.DurationVar(&c.Wait, "wait", 0, "how long to wait for an approval before returning pending (e.g. 30s)")
 	f.StringVar(&c.Resume, "resume", "", "resume the call an approval was created for")

@@ -170,6 +170,9 @@ func TestCLIErrors(t *testing.T) {
 		{"unknown flag", []string{"--world", w, "tool", "list", "a", "--bogus"}, armory.ExitUsage, "unknown flag: --bogus"},
 		{"unknown command", []string{"frobnicate"}, armory.ExitUsage, `unknown command "frobnicate"`},
 		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, armory.ExitUsage, "--format must be openai, anthropic or mcp"},
+		{"audit: unknown status", []string{"--world", w, "audit", "--status", "succes"}, armory.ExitUsage, "--status must be running, pending, success"},
+		{"audit: negative since", []string{"--world", w, "audit", "--since", "-1h"}, armory.ExitUsage, "--since: the duration \"-1h\" is negative"},
+		{"audit: bad since", []string{"--world", w, "audit", "--since", "yesterday"}, armory.ExitUsage, "--since: must be RFC 3339"},
 		{"init into a non-empty folder", []string{"init", w}, armory.ExitInvalid, "is not empty"},
 	}
 	for _, tc := range tests {

@@ -166,7 +166,7 @@ func TestCLISession(t *testing.T) {
 	w := initWorld(t)
 	env := []string{"ARMORY_WORLD=" + w}
 	armoryCmd(t, env, "call", "intern", "workspace.list", "--session", "s1")
-	r := armoryCmd(t, env, "session", "show", "s1")
+	r := armoryCmd(t, env, "session", "show", "intern:s1")
 	var s struct {
 		Counters map[string]int64
 		Limits   map[string]int64
@@ -174,28 +174,81 @@ func TestCLISession(t *testing.T) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil || s.Counters["tool_invocations"] != 1 || s.Limits["tool_invocations"] != 400 {
 		t.Fatalf("show: %+v", r)
 	}
-	if r = armoryCmd(t, env, "session", "extend", "s1", "tool_invocations", "900"); r.code != 0 {
+	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "tool_invocations", "900"); r.code != 0 {
 		t.Fatalf("extend: %+v", r)
 	}
-	if r = armoryCmd(t, env, "session", "extend", "s1", "tool_invocations", "99999"); r.code != armory.ExitUsage {
+	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "tool_invocations", "99999"); r.code != armory.ExitUsage {
 		t.Fatalf("extend past the maximum: %+v", r)
 	}
-	if r = armoryCmd(t, env, "session", "extend", "s1", "session_runtime", "45m"); r.code != 0 {
+	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "session_runtime", "45m"); r.code != 0 {
 		t.Fatalf("extend runtime: %+v", r)
 	}
-	r = armoryCmd(t, env, "session", "show", "s1")
+	r = armoryCmd(t, env, "session", "show", "intern:s1")
 	json.Unmarshal([]byte(r.stdout), &s)
 	if s.Limits["tool_invocations"] != 900 || s.Limits["session_runtime"] != 2700 {
 		t.Fatalf("limits after extend: %+v", s.Limits)
 	}
-	if r = armoryCmd(t, env, "session", "reset", "s1"); r.code != 0 {
+	if r = armoryCmd(t, env, "session", "reset", "intern:s1"); r.code != 0 {
 		t.Fatal(r)
 	}
-	r = armoryCmd(t, env, "session", "show", "s1")
+	r = armoryCmd(t, env, "session", "show", "intern:s1")
 	s.Counters = nil
 	json.Unmarshal([]byte(r.stdout), &s)
 	if s.Counters["tool_invocations"] != 0 {
 		t.Fatalf("after reset: %+v", r)
+	}
+}
+
+// --session names a session of the calling agent, as over MCP and REST:
+// two agents that pick the same name keep separate counters, and the
+// audit trail records AGENT:NAME.
+func TestCLISessionScopedToAgent(t *testing.T) {
+	w := initWorld(t)
+	env := []string{"ARMORY_WORLD=" + w}
+	for _, c := range []struct {
+		agent string
+		calls int
+	}{{"intern", 2}, {"architect", 1}} {
+		for range c.calls {
+			if r := armoryCmd(t, env, "call", c.agent, "workspace.list", "--session", "shared"); r.code != 0 {
+				t.Fatalf("%s call: %+v", c.agent, r)
+			}
+		}
+	}
+	counters := func(session string) int64 {
+		t.Helper()
+		r := armoryCmd(t, env, "session", "show", session)
+		var s struct{ Counters map[string]int64 }
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &s) != nil {
+			t.Fatalf("show %s: %+v", session, r)
+		}
+		return s.Counters["tool_invocations"]
+	}
+	if got := counters("intern:shared"); got != 2 {
+		t.Errorf("intern:shared counted %d calls, want 2", got)
+	}
+	if got := counters("architect:shared"); got != 1 {
+		t.Errorf("architect:shared counted %d calls, want 1", got)
+	}
+	if got := counters("shared"); got != 0 {
+		t.Errorf("the bare name shared counted %d calls, want 0 (both agents' calls in one session)", got)
+	}
+	// A name already scoped to the agent is kept as it is.
+	if r := armoryCmd(t, env, "call", "intern", "workspace.list", "--session", "intern:shared"); r.code != 0 {
+		t.Fatal(r)
+	}
+	if got := counters("intern:shared"); got != 3 {
+		t.Errorf("intern:shared counted %d calls, want 3", got)
+	}
+	r := armoryCmd(t, env, "audit", "--json", "--limit", "100")
+	var recs []struct{ Agent, Session string }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &recs) != nil || len(recs) == 0 {
+		t.Fatalf("audit: %+v", r)
+	}
+	for _, rec := range recs {
+		if rec.Session != rec.Agent+":shared" {
+			t.Errorf("%s's call recorded in session %q, want %q", rec.Agent, rec.Session, rec.Agent+":shared")
+		}
 	}
 }
 

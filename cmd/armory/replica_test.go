@@ -230,17 +230,39 @@ func TestReplicaKilledDuringApprovedCall(t *testing.T) {
 	}
 	// The audit trail has the interrupted call's start (written by A) and
 	// its interrupted finish (written by B), and verifies.
-	r = armoryCmd(t, env, "audit", "--status", "interrupted", "--json")
-	var recs []struct {
+	type rec struct {
 		ID, Status, Phase string
 		ApprovalID        string `json:"approval_id"`
 	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &recs) != nil || len(recs) != 1 || recs[0].Phase != "finish" || recs[0].ID != o.CallID || recs[0].ApprovalID != id {
-		t.Fatalf("audit --status interrupted: %+v", r)
+	auditOf := func(status string) map[string]rec {
+		r := armoryCmd(t, env, "audit", "--tool", "devtools.slow-mark", "--status", status, "--json")
+		var recs []rec
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &recs) != nil {
+			t.Fatalf("audit --status %s: %+v", status, r)
+		}
+		byID := map[string]rec{}
+		for _, x := range recs {
+			if x.ApprovalID == id {
+				byID[x.ID] = x
+			}
+		}
+		return byID
 	}
-	r = armoryCmd(t, env, "audit", "--status", "running", "--json")
-	if r.code != 0 || !strings.Contains(r.stdout, o.CallID) {
-		t.Fatalf("the interrupted call's start entry: %+v", r)
+	started := auditOf("running")
+	if len(started) != 1 {
+		t.Fatalf("start entries of the approved run: %+v", started)
+	}
+	var dead string
+	for dead = range started {
+	}
+	if !strings.Contains(strings.Join(o.Reasons, " "), dead) {
+		t.Fatalf("the outcome does not name the interrupted call %s: %+v", dead, o)
+	}
+	// The interrupted call's finish, and one entry per resume that answered
+	// (B twice, the CLI once).
+	ended := auditOf("interrupted")
+	if f, ok := ended[dead]; !ok || f.Phase != "finish" || len(ended) != 4 || ended[o.CallID].Phase != "finish" {
+		t.Fatalf("interrupted entries: %+v", ended)
 	}
 	if r = armoryCmd(t, env, "audit", "verify"); !strings.Contains(r.stdout, "store: chain verified") {
 		t.Fatalf("verify: %+v", r)
@@ -266,7 +288,8 @@ func TestReplicaKilledDuringApprovedCall(t *testing.T) {
 	r = armoryCmd(t, env, "--run-lease", "1s", "call", "--resume", id, "--wait", "60s")
 	waited := callJSON(t, r)
 	ran := <-runner
-	if ran.Status != "success" || !strings.Contains(ran.Result, "marked live") || waited.Status != "success" || waited.Result != ran.Result || waited.CallID != ran.CallID {
+	if ran.Status != "success" || !strings.Contains(ran.Result, "marked live") || waited.Status != "success" || waited.Result != ran.Result ||
+		!strings.Contains(strings.Join(waited.Reasons, " "), ran.CallID) {
 		t.Fatalf("runner %+v, waiter %+v", ran, waited)
 	}
 	if n := marks(t, w, "live"); n != 1 {

@@ -40,6 +40,9 @@ func (a *app) serveCmd() *cobra.Command {
 			"SIGINT or SIGTERM stops it, letting in-flight calls finish (up to --shutdown-timeout).",
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.MCPSessionsPerToken < 0 || opts.MCPSessions < 0 || opts.MCPSessionTimeout < 0 {
+				return usageErr("--mcp-sessions-per-token, --mcp-sessions and --mcp-session-idle cannot be negative")
+			}
 			if exampleWorld {
 				if err := a.useExampleWorld(cmd); err != nil {
 					return err
@@ -81,6 +84,9 @@ func (a *app) serveCmd() *cobra.Command {
 	f.Int64Var(&opts.MaxBodyBytes, "max-body", 1<<20, "largest request body in bytes")
 	f.DurationVar(&opts.TokenCacheTTL, "token-cache-ttl", 0, "trust a checked token this long without reading the store (0: never; a revoked token then stops at once)")
 	f.IntVar(&warm, "warm-sandboxes", 2, warmSandboxesUsage)
+	f.IntVar(&opts.MCPSessionsPerToken, "mcp-sessions-per-token", 0, fmt.Sprintf("most MCP sessions one token may have open (0: the world's mcp_sessions.max_per_token, else %d)", server.DefaultMCPSessionsPerToken))
+	f.IntVar(&opts.MCPSessions, "mcp-sessions", 0, fmt.Sprintf("most MCP sessions open on this server in all (0: the world's mcp_sessions.max_total, else %d)", server.DefaultMCPSessions))
+	f.DurationVar(&opts.MCPSessionTimeout, "mcp-session-idle", 0, fmt.Sprintf("close an MCP session after this long without a request (0: the world's mcp_sessions.idle_timeout, else %s)", server.DefaultMCPSessionTimeout))
 	return cmd
 }
 
@@ -102,6 +108,17 @@ func (a *app) server(ctx context.Context, opts server.Options, warm int) (*serve
 	h, gopts, release, err := a.runtime(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	// A flag wins over the world's mcp_sessions; the server defaults the rest.
+	ms := h.World.MCPSessions
+	if opts.MCPSessionsPerToken == 0 {
+		opts.MCPSessionsPerToken = ms.MaxPerToken
+	}
+	if opts.MCPSessions == 0 {
+		opts.MCPSessions = ms.MaxTotal
+	}
+	if opts.MCPSessionTimeout == 0 {
+		opts.MCPSessionTimeout = ms.IdleTimeout
 	}
 	srv, err := server.New(h, gopts, opts)
 	if err != nil {

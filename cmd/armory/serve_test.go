@@ -237,3 +237,60 @@ func TestCLIServeExample(t *testing.T) {
 		t.Fatal("the example world was written into the current folder")
 	}
 }
+
+// TestCLIServeMCPSessionSettings: the session limits come from the
+// world's mcp_sessions, a serve flag overriding one of them, and show in
+// the metrics.
+func TestCLIServeMCPSessionSettings(t *testing.T) {
+	w := initWorld(t)
+	cfg := filepath.Join(w, "world-config.yaml")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(b, "\nmcp_sessions:\n  max_per_token: 2\n  max_total: 50\n  idle_timeout: 5m\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "serve", "--mcp-sessions", "-1"); r.code != armory.ExitUsage {
+		t.Errorf("a negative limit: %+v", r)
+	}
+	cmd := exec.Command(binary, "--world", w, "serve", "--addr", "127.0.0.1:0", "--mcp-sessions", "7")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var admin, url string
+	for url == "" && sc.Scan() {
+		l := sc.Text()
+		if strings.HasPrefix(l, "armory_") {
+			admin = l
+		}
+		if _, rest, ok := strings.Cut(l, "listening on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if url == "" || admin == "" {
+		t.Fatal("serve did not start")
+	}
+	go io.Copy(io.Discard, stderr)
+	req, _ := http.NewRequest("GET", url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`armory_mcp_sessions_limit{limit="per_token"} 2`, `armory_mcp_sessions_limit{limit="total"} 7`, "armory_mcp_sessions 0", "armory_mcp_session_idle_timeout_seconds 300"} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+}

@@ -1,0 +1,181 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/store/postgres"
+)
+
+// postgresSchema returns a DSN of the test Postgres whose connections use
+// a fresh schema, dropped when t ends; without ARMORY_TEST_POSTGRES the
+// test skips (fails in CI).
+func postgresSchema(t *testing.T) string {
+	t.Helper()
+	base := os.Getenv("ARMORY_TEST_POSTGRES")
+	if base == "" {
+		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES; see scripts/setup-components")
+	}
+	ctx := context.Background()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "armory_test_" + hex.EncodeToString(b[:])
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), base)
+		if err != nil {
+			t.Errorf("cleanup: %v", err)
+			return
+		}
+		defer c.Close(context.Background())
+		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// replica is one armory server over a shared Postgres store.
+type replica struct {
+	url  string
+	st   *postgres.Store
+	stop func()
+}
+
+func startReplica(t *testing.T, worldDir, dsn string) *replica {
+	t.Helper()
+	h, err := host.Open(worldDir, host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := postgres.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(h, guard.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done; srv.Close(); st.Close() }) }
+	t.Cleanup(stop)
+	return &replica{url: "http://" + ln.Addr().String(), st: st, stop: stop}
+}
+
+// TestMCPSessionContinuesOnAnotherReplica: two servers share one Postgres
+// database. A client's session on the first reaches part of its session
+// cap; the first server dies; its session id is unknown to the second, so
+// the client initializes again there, naming its caps session (the
+// X-Armory-Session every response of its old session carried): its calls
+// count against the same caps, and the cap holds across the two servers.
+// A client that does not name it starts fresh caps.
+func TestMCPSessionContinuesOnAnotherReplica(t *testing.T) {
+	dsn := postgresSchema(t)
+	dir := filepath.Join(t.TempDir(), "w")
+	if err := example.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "world-config.yaml")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(b, "\nlimits:\n  tool_invocations: 3\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := startReplica(t, dir, dsn)
+	bb := startReplica(t, dir, dsn)
+	tok, _, err := server.CreateToken(context.Background(), a.st, "architect", false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctx30(t)
+	call := func(cs *mcp.ClientSession) *mcp.CallToolResult {
+		t.Helper()
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workspace.list", Arguments: map[string]any{"path": "."}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	var caps string
+	onA := connectAt(t, a.url, "architect", tok, "2025-11-25", nil, func(h http.Header) {
+		if n := h.Get(server.SessionHeader); n != "" {
+			caps = n
+		}
+	})
+	for i := range 2 {
+		if res := call(onA); res.IsError {
+			t.Fatalf("call %d on the first replica: %s", i+1, callText(res))
+		}
+	}
+	if !strings.HasPrefix(caps, "architect:mcp-") {
+		t.Fatalf("caps session %q", caps)
+	}
+	oldID := onA.ID()
+	a.stop()
+
+	// The second replica does not know the first one's session.
+	e := &env{t: t, url: bb.url}
+	if st, body, _ := e.rpc("POST", "architect", tok, "2025-11-25", oldID, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); st != http.StatusNotFound || decodeRPCErr(t, body).Error.Code != -32001 {
+		t.Fatalf("the dead replica's session on the other: %d %s", st, body)
+	}
+	var capsB string
+	onB := connectAt(t, bb.url, "architect", tok, "2025-11-25", http.Header{server.SessionHeader: {caps}}, func(h http.Header) {
+		if n := h.Get(server.SessionHeader); n != "" {
+			capsB = n
+		}
+	})
+	if capsB != caps {
+		t.Fatalf("the new session's caps session is %q, want %q", capsB, caps)
+	}
+	if res := call(onB); res.IsError {
+		t.Fatalf("call 3, on the second replica: %s", callText(res))
+	}
+	res := call(onB)
+	if !res.IsError || !strings.Contains(callText(res), "Safety limit reached: tool_invocations (3/3)") {
+		t.Fatalf("call 4 went past the cap of 3: %s", callText(res))
+	}
+	// Without the name, a new session has caps of its own.
+	fresh := connectAt(t, bb.url, "architect", tok, "2025-11-25", nil, nil)
+	if res := call(fresh); res.IsError {
+		t.Fatalf("a fresh session: %s", callText(res))
+	}
+}
