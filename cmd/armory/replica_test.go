@@ -120,6 +120,10 @@ func marks(t *testing.T, w, tag string) int {
 	return n
 }
 
+// replicaLease is the replicas' run lease: short, so that the test is, and
+// long enough that a loaded machine does not delay a renewal past it.
+const replicaLease = "2s"
+
 // replica is one `armory serve` process.
 type replica struct {
 	cmd *exec.Cmd
@@ -128,7 +132,7 @@ type replica struct {
 
 func startReplica(t *testing.T, env []string) *replica {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--run-lease", "1s", "--warm-sandboxes", "0")
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--run-lease", replicaLease, "--warm-sandboxes", "0")
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -211,9 +215,11 @@ func TestReplicaKilledDuringApprovedCall(t *testing.T) {
 	}
 	a.cmd.Process.Signal(syscall.SIGKILL)
 	a.cmd.Wait()
+	killed := time.Now()
 
 	// Resume on B: it answers within its wait, with the interrupted outcome.
 	o, err := b.call(token, `{"resume":"`+id+`","wait":"60s"}`)
+	t.Logf("B answered %s after A was killed (lease %s)", time.Since(killed).Round(time.Millisecond), replicaLease)
 	if err != nil || o.Status != "interrupted" || !strings.HasPrefix(o.Result, guard.InterruptedResult) || o.ApprovalID != id {
 		t.Fatalf("resume on B after A was killed: %+v %v", o, err)
 	}
@@ -268,9 +274,10 @@ func TestReplicaKilledDuringApprovedCall(t *testing.T) {
 		t.Fatalf("verify: %+v", r)
 	}
 
-	// A live replica keeps its claim: B runs a call for 4 s (four leases)
-	// while another process (the CLI) waits for it and gets B's result.
-	pending, err = b.call(token, `{"tool":"devtools.slow-mark","args":{"tag":"live","seconds":"4"}}`)
+	// A live replica keeps its claim: B runs a call for 7 s (over three
+	// leases) while another process (the CLI) waits for it and gets B's
+	// result.
+	pending, err = b.call(token, `{"tool":"devtools.slow-mark","args":{"tag":"live","seconds":"7"}}`)
 	if err != nil || pending.Status != "pending" {
 		t.Fatalf("want pending: %+v %v", pending, err)
 	}
@@ -285,7 +292,7 @@ func TestReplicaKilledDuringApprovedCall(t *testing.T) {
 			t.Fatal("the tool never started on replica B")
 		}
 	}
-	r = armoryCmd(t, env, "--run-lease", "1s", "call", "--resume", id, "--wait", "60s")
+	r = armoryCmd(t, env, "--run-lease", replicaLease, "call", "--resume", id, "--wait", "60s")
 	waited := callJSON(t, r)
 	ran := <-runner
 	if ran.Status != "success" || !strings.Contains(ran.Result, "marked live") || waited.Status != "success" || waited.Result != ran.Result ||
