@@ -60,29 +60,40 @@ func (noopTool) Execute(context.Context, armory.Invocation) armory.Result {
 // benchArmory is an Armory server on 127.0.0.1:0 over a one-agent world
 // whose agent has bench.noop with permission auto.
 type benchArmory struct {
-	url   string
-	st    store.Store
-	token string
+	url       string
+	st        store.Store
+	token     string
+	workspace string // the agent's workspace folder
 }
 
 // armoryConfig varies the Armory side of a benchmark.
 type armoryConfig struct {
 	opts        server.Options
-	synchronous string // SQLite synchronous setting ("" = FULL, the default)
-	noFileSink  bool   // without the JSONL audit trail that armory serve keeps beside the store
-	upstream    string // when set, the world's mcp_servers "up" (url), whose tool noop is mcp.up.noop (auto)
+	synchronous string        // SQLite synchronous setting ("" = FULL, the default)
+	noFileSink  bool          // without the JSONL audit trail that armory serve keeps beside the store
+	upstream    string        // when set, the world's mcp_servers "up" (url), whose tool noop is mcp.up.noop (auto)
+	echoCommand string        // when set, the world's mcp_servers "echo" (command: [echoCommand]), whose tool echo is mcp.echo.echo (auto)
+	builtins    []armory.Tool // more built-ins beside bench.noop (workspace.read is auto)
+	worldYAML   string        // more top-level lines of world-config.yaml
 }
 
 func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 	b.Helper()
 	dir := b.TempDir()
 	wc := "name: bench\nagents:\n  - {id: bench}\n"
+	wc += cfg.worldYAML
+	if cfg.upstream != "" || cfg.echoCommand != "" {
+		wc += "mcp_servers:\n"
+	}
 	if cfg.upstream != "" {
-		wc += "mcp_servers:\n  up:\n    url: " + cfg.upstream + "\n"
+		wc += "  up:\n    url: " + cfg.upstream + "\n"
+	}
+	if cfg.echoCommand != "" {
+		wc += "  echo:\n    command: [" + strconv.Quote(cfg.echoCommand) + "]\n"
 	}
 	files := map[string]string{
 		"world-config.yaml":         wc,
-		"archetype/bench/config.md": "## Tool Access\n## Permissions\nprofile: trusted\nbench.noop: auto\nmcp.up.noop: auto\n",
+		"archetype/bench/config.md": "## Tool Access\n## Permissions\nprofile: trusted\nbench.noop: auto\nmcp.up.noop: auto\nmcp.echo.echo: auto\nworkspace.read: auto\n",
 	}
 	for rel, content := range files {
 		p := filepath.Join(dir, rel)
@@ -95,8 +106,8 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hopts := host.Options{Builtins: []armory.Tool{noopTool{}}}
-	if cfg.upstream != "" {
+	hopts := host.Options{Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
+	if cfg.upstream != "" || cfg.echoCommand != "" {
 		w, err := world.Load(dir)
 		if err != nil {
 			b.Fatal(err)
@@ -142,7 +153,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &benchArmory{url: "http://" + ln.Addr().String() + "/agents/bench/mcp", st: st, token: token}
+	return &benchArmory{url: "http://" + ln.Addr().String() + "/agents/bench/mcp", st: st, token: token, workspace: h.World.Workspace("bench")}
 }
 
 // startBenchBare serves a bare go-sdk MCP server with the same no-op tool

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
@@ -109,6 +110,7 @@ func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
 				Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		})
+	srv.AddReceivingMiddleware(s.unlistedToolCalls(ag))
 	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
 		if err := s.addMCPTool(srv, ag.ID, t); err != nil {
 			return nil, err
@@ -156,6 +158,78 @@ func (s *Server) addMCPTool(srv *mcp.Server, agent string, t registry.MCPTool) e
 	}
 	srv.AddTool(tool, s.toolHandler(agent, len(t.OutputSchema) > 0))
 	return nil
+}
+
+// unlistedToolCalls sends a tools/call naming a tool the agent's MCP server
+// does not list (unknown, not granted, or a model's provider-style name)
+// through the pipeline like any call. The SDK would answer such a call with
+// a protocol error (-32602) before any Armory code runs, so nothing would be
+// audited; a probe for tools an agent cannot see is exactly what an operator
+// looks for in the trail. A call the pipeline resolves and runs is an
+// ordinary result; a refusal stays the protocol error the MCP spec asks for,
+// carrying the pipeline's reason (what the model can do) and the call id.
+func (s *Server) unlistedToolCalls(ag *host.Agent) mcp.Middleware {
+	handle := s.toolHandler(ag.ID, false)
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if cr, ok := req.(*mcp.CallToolRequest); ok && cr.Params != nil && !ag.Registry.Has(cr.Params.Name) {
+					res, err := handle(ctx, cr)
+					if err != nil || !res.IsError {
+						return completeResult(cr.Session, res)
+					}
+					// The MCP spec makes an unknown tool a protocol error
+					// (invalid params), and the official conformance suite
+					// checks it: the refusal keeps that form, with the
+					// pipeline's reason as its message and the outcome
+					// (call id, reasons) as its data.
+					data, _ := json.Marshal(res.StructuredContent)
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: callResultText(res), Data: data}
+				}
+			}
+			return next(ctx, method, req)
+		}
+	}
+}
+
+// completeResult marks res as complete ("resultType") for a client of a
+// revision with multi-round-trip results (2026-07-28 and later), as the SDK
+// does for the results of the handlers it dispatches itself. The SDK keeps
+// that field unexported, so it is set the one public way: through the
+// result's own JSON decoding.
+func completeResult(ss *mcp.ServerSession, res *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	if res == nil {
+		return nil, nil
+	}
+	if ss != nil {
+		if ip := ss.InitializeParams(); ip != nil && ip.ProtocolVersion < sessionlessProtocol {
+			return res, nil
+		}
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 3 || b[0] != '{' {
+		return res, nil // never: a result always has content
+	}
+	b = append([]byte(`{"resultType":"complete",`), b[1:]...)
+	var out mcp.CallToolResult
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// callResultText is the text content of a result.
+func callResultText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
 }
 
 // instructions are the toolkit policy texts that apply to the agent's

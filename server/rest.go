@@ -26,7 +26,7 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	mux.Handle("GET /metrics", s.admin(s.params(s.metrics.handler.ServeHTTP)))
-	mux.Handle("/agents/{id}/mcp", long(s.agentScoped(s.mcpHTTP)))
+	mux.Handle("/agents/{id}/mcp", long(s.agentScoped(s.strictJSONRPC(s.mcpHTTP))))
 
 	mux.Handle("GET /api/agents", s.admin(s.params(s.handleAgents)))
 	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(s.params(s.handleTools)))

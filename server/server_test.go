@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
@@ -268,14 +272,25 @@ func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 		t.Errorf("structured outcome: %s", sc)
 	}
 
-	// The reviewer's endpoint does not have workspace.write: nothing runs.
+	// The reviewer's endpoint does not have workspace.write, nor does any
+	// agent have nope.tool: nothing runs, the model reads why, and each
+	// probe is in the audit trail.
 	rev := e.mcp("reviewer", e.token("reviewer"), nil)
-	if _, err := rev.CallTool(ctx, &mcp.CallToolParams{Name: "workspace.write", Arguments: map[string]any{"path": "x", "content": "x"}}); err == nil {
-		t.Fatal("reviewer called a tool it does not have")
+	for _, name := range []string{"workspace.write", "nope.tool"} {
+		// A protocol error (invalid params), as the MCP spec has it for a
+		// tool the server does not list, with the pipeline's reason.
+		_, err := rev.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{"path": "x", "content": "x"}})
+		var we *jsonrpc.Error
+		if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams || !strings.Contains(we.Message, "Unknown tool: "+name) || !bytes.Contains(we.Data, []byte(`"call_id"`)) {
+			t.Fatalf("reviewer's call of %s: %v", name, err)
+		}
+		recs, _ = e.st.ListAudit(ctx, store.AuditFilter{Agent: "reviewer", Tool: name})
+		if len(recs) != 1 || recs[0].Status == audit.StatusSuccess {
+			t.Fatalf("reviewer's refused call of %s: %d audit records %+v", name, len(recs), recs)
+		}
 	}
-	recs, _ = e.st.ListAudit(ctx, store.AuditFilter{Agent: "reviewer"})
-	if len(recs) != 0 {
-		t.Fatalf("reviewer's refused call reached the pipeline: %d records", len(recs))
+	if _, err := os.Stat(filepath.Join(e.h.World.Workspace("reviewer"), "x")); err == nil {
+		t.Fatal("reviewer's refused write ran")
 	}
 }
 

@@ -31,7 +31,7 @@ const mcpSessionHeader = "Mcp-Session-Id"
 // MCP TypeScript SDK answers it, so clients that re-initialize on it do so
 // here too.
 const (
-	codeUnknownSession = -32001
+	codeUnknownSession = CodeSessionNotFound
 	codeSessionLimit   = -32002
 	codeInvalidRequest = -32600 // JSON-RPC's own "invalid request"
 )
