@@ -2,7 +2,9 @@ package guard
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/sqlite"
 )
 
 // withLease rebuilds f's pipeline with run claim lease and result wait.
@@ -257,5 +260,57 @@ func TestExpiredClaimResolvedOnce(t *testing.T) {
 	}
 	if m := f.marks(t); len(m) != 0 {
 		t.Fatalf("the tool ran: %v", m)
+	}
+}
+
+// Storing the result retries a failed write a bounded number of times: with
+// the database's write lock held by another process, finishClaim gives up
+// with the database's error instead of waiting for ever, and the claim is
+// left running (its lease, no longer renewed, lapses into interrupted).
+func TestFinishClaimRetryIsBounded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newFixture(t)
+	id := f.approveEffect(t, ctx)
+	st, err := sqlite.OpenWith(f.db, sqlite.Options{BusyTimeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := New(f.h, Options{Store: st, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, won, err := p.claims.ClaimRun(ctx, id, p.opts.Holder, "call-1", time.Hour); !won || err != nil {
+		t.Fatal(won, err)
+	}
+	// Another process holds the write lock.
+	db, err := sql.Open("sqlite", f.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.finishClaim(ctx, id, json.RawMessage(`{"status":"success"}`)); err == nil || errors.Is(err, store.ErrConflict) {
+		t.Fatalf("finish under another process's write lock: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("finishClaim returned only when the test's own deadline passed")
+	}
+	if c, err := p.claims.InspectRun(ctx, id); err != nil || c.State != store.RunRunning {
+		t.Fatalf("claim after a failed finish: %+v %v", c, err)
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.finishClaim(ctx, id, json.RawMessage(`{"status":"success"}`)); err != nil {
+		t.Fatalf("finish once the lock is gone: %v", err)
 	}
 }
