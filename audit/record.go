@@ -60,12 +60,17 @@ const (
 	StatusBlocked Status = "blocked"
 	StatusDenied  Status = "denied"
 	StatusTimeout Status = "timeout"
+	// StatusInterrupted ends an approved call whose process stopped while
+	// the tool ran (its run claim's lease expired): whether the tool had
+	// its effect is unknown, and it is not run again. Another process
+	// writes this finish entry, under the interrupted call's ID.
+	StatusInterrupted Status = "interrupted"
 )
 
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool {
 	switch s {
-	case StatusRunning, StatusPending, StatusSuccess, StatusError, StatusBlocked, StatusDenied, StatusTimeout:
+	case StatusRunning, StatusPending, StatusSuccess, StatusError, StatusBlocked, StatusDenied, StatusTimeout, StatusInterrupted:
 		return true
 	}
 	return false

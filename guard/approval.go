@@ -192,6 +192,9 @@ func (p *Pipeline) EscalateExpired(ctx context.Context, id string) (*store.Appro
 func (p *Pipeline) runApproved(ctx context.Context, s *state) Outcome {
 	a := s.approval
 	s.stage("approval", "approved", fmt.Sprintf("approved by %s: %s", a.DecidedBy, orNone(a.DecisionReason)))
+	if p.claims != nil {
+		return p.runClaimed(ctx, s)
+	}
 	_, claimed, err := p.st.Acquire(ctx, "approval:"+a.ID, "run", 1, 1)
 	if err != nil {
 		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
@@ -213,14 +216,17 @@ type storedOutcome struct {
 }
 
 // storedOutcome returns the outcome another caller stored for the
-// approval, waiting (bounded by ctx) while that caller still runs the tool.
+// approval, waiting (bounded by ctx and resultWait) while that caller still
+// runs the tool.
 func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
+	ctx, cancel := context.WithTimeout(ctx, p.resultWait(s))
+	defer cancel()
 	for {
 		a, err := p.st.GetApproval(ctx, s.approval.ID)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
 		}
-		if len(a.Result) > 0 {
+		if err == nil && len(a.Result) > 0 {
 			var so storedOutcome
 			if err := json.Unmarshal(a.Result, &so); err != nil {
 				return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
@@ -229,9 +235,10 @@ func (p *Pipeline) storedOutcome(ctx context.Context, s *state) Outcome {
 		}
 		select {
 		case <-ctx.Done():
-			return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: a.ID,
-				Result: "The approved call is still running (approval " + a.ID + "). Wait, then call this tool again with the same arguments to get its result.",
-				Human:  "The call continues with: armory call --resume " + a.ID}
+			id := s.approval.ID
+			return Outcome{CallID: s.id, Status: audit.StatusPending, Kind: armory.KindPending, ApprovalID: id,
+				Result: "The approved call is still running (approval " + id + "). Wait, then call this tool again with the same arguments to get its result.",
+				Human:  "The call continues with: armory call --resume " + id}
 		case <-time.After(p.opts.PollInterval):
 		}
 	}
@@ -245,8 +252,12 @@ func (p *Pipeline) answerStored(ctx context.Context, s *state, so storedOutcome)
 	ran := so.CallID
 	o := so.Outcome
 	o.CallID, o.Kind = s.id, so.Kind
-	s.stage("approval", "stored", fmt.Sprintf("the tool already ran for approval %s (call %s); this is its stored result", s.approval.ID, ran))
-	o.Reasons = append(o.Reasons, fmt.Sprintf("approval: the tool already ran for this approval (call %s); this is its stored result", ran))
+	what := fmt.Sprintf("the tool already ran for approval %s (call %s); this is its stored result", s.approval.ID, ran)
+	if so.Status == audit.StatusInterrupted {
+		what = fmt.Sprintf("the run of approval %s (call %s) was interrupted: its process stopped; this is its stored outcome", s.approval.ID, ran)
+	}
+	s.stage("approval", "stored", what)
+	o.Reasons = append(o.Reasons, "approval: "+what)
 	rec := p.record(s, audit.PhaseFinish, o.Status, o.Result)
 	if err := p.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
 		o.Reasons = append(o.Reasons, "audit entry could not be written: "+err.Error())

@@ -46,6 +46,19 @@ type Options struct {
 	// PollInterval bounds how often waits re-check state another process
 	// may change (default 100ms).
 	PollInterval time.Duration
+	// RunLease is the lease of the claim on running an approved call
+	// (default 15s; see store.RunClaims). The process running the tool
+	// renews it every RunLease/3; when it lapses (that process died), a
+	// caller waiting for the result resolves the call as interrupted
+	// instead of waiting forever, and never runs the tool again.
+	RunLease time.Duration
+	// ResultWait bounds how long a call waits for the result of an
+	// approved call that another caller runs (default 2×RunLease, so that
+	// one wait outlasts a dead runner's lease); a longer Call.Wait extends
+	// it. After it the outcome is pending, to be resumed again.
+	ResultWait time.Duration
+	// Holder names this process in run claims (default host/pid/random).
+	Holder string
 }
 
 // Pipeline runs calls for the agents of one host. Safe for concurrent use.
@@ -53,6 +66,8 @@ type Pipeline struct {
 	h    *host.Host
 	st   store.Store
 	opts Options
+	// claims is the store's run claims (nil when it has none).
+	claims store.RunClaims
 
 	schemas sync.Map // tool name → *compiledSchema
 	unnamed sync.Map // agent → defaultGen (sessions.go)
@@ -74,7 +89,20 @@ func New(h *host.Host, opts Options) (*Pipeline, error) {
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 100 * time.Millisecond
 	}
+	if opts.RunLease <= 0 {
+		opts.RunLease = DefaultRunLease
+	}
+	if opts.ResultWait <= 0 {
+		opts.ResultWait = 2 * opts.RunLease
+	}
+	if opts.Holder == "" {
+		opts.Holder = defaultHolder()
+	}
 	p := &Pipeline{h: h, st: opts.Store, opts: opts}
+	// Every store in this module has leased run claims; a Store without
+	// them falls back to a plain claim (a session counter), whose runner
+	// cannot be told dead.
+	p.claims, _ = opts.Store.(store.RunClaims)
 	p.pipeTools = map[string]armory.Tool{}
 	for _, t := range []armory.Tool{&approvalList{p: p}, &approvalDecide{p: p}} {
 		p.pipeTools[t.Spec().Name] = t

@@ -30,6 +30,9 @@ type testTool struct {
 	runs   atomic.Int64
 	block  chan struct{} // when set, Execute waits for it (or ctx)
 	stream int           // progress messages Execute sends (stopping when ctx ends)
+	// mark, when set, is a file Execute appends a line to before it blocks:
+	// its effect, seen across processes.
+	mark string
 }
 
 func (t *testTool) Spec() armory.Spec {
@@ -41,6 +44,14 @@ func (t *testTool) Spec() armory.Spec {
 }
 func (t *testTool) Manifest() armory.Manifest { return t.man }
 func (t *testTool) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
+	if t.mark != "" {
+		f, err := os.OpenFile(t.mark, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return armory.Failf(armory.KindInternal, "mark: %v", err)
+		}
+		fmt.Fprintf(f, "ran in process %d\n", os.Getpid())
+		f.Close()
+	}
 	if t.block != nil {
 		select {
 		case <-t.block:
@@ -118,6 +129,7 @@ func testTools() []*testTool {
 		{name: "test.slow", man: armory.Manifest{Category: armory.CatOther}},
 		{name: "test.stream", man: armory.Manifest{Category: armory.CatOther}, stream: 100},
 		{name: "test.ownjust", man: armory.Manifest{Category: armory.CatOther}, schema: `{"type":"object","properties":{"justification":{"type":"string"}}}`},
+		{name: "test.effect", man: armory.Manifest{Category: armory.CatFileWrite, Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermConfirm}},
 	}
 }
 
@@ -162,6 +174,8 @@ func openFixture(dir string) (*fixture, error) {
 	f.tools["test.slow"].block = make(chan struct{})
 	tools = append(tools, &previewTool{&testTool{name: "test.family.edit", man: armory.Manifest{Category: armory.CatFileWrite,
 		Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermAlwaysConfirm}}})
+	f.tools["test.effect"].block = make(chan struct{})
+	f.tools["test.effect"].mark = filepath.Join(dir, "effect.log")
 	h, err := host.Open(f.dir, host.Options{Builtins: tools})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(helperCaps())
 	case "crash":
 		os.Exit(helperCrash())
+	case "resume":
+		os.Exit(helperResume())
 	}
 }
 

@@ -222,7 +222,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query() // checked by s.params
 	f := store.AuditFilter{Agent: q.Get("agent"), Tool: q.Get("tool"), Session: q.Get("session"), Status: audit.Status(q.Get("status"))}
 	if f.Status != "" && !f.Status.Valid() {
-		s.writeError(w, r, badParam("status", "must be running, pending, success, error, blocked, denied or timeout, got %s", quote(q.Get("status"))))
+		s.writeError(w, r, badParam("status", "must be running, pending, success, error, blocked, denied, timeout or interrupted, got %s", quote(q.Get("status"))))
 		return
 	}
 	if v := q.Get("since"); v != "" {

@@ -374,12 +374,15 @@ type rpcError struct {
 
 // writeRPCError answers an MCP request that the session layer refused with
 // a JSON-RPC error object: the request's id when the body is one JSON-RPC
-// request (else null), code, the error's message and its kind in data.
+// request and the session is known (else null), code, the error's message and its kind in data.
 func (s *Server) writeRPCError(w http.ResponseWriter, r *http.Request, status, code int, err error) {
 	var e rpcError
 	e.JSONRPC = "2.0"
 	e.ID = json.RawMessage("null")
-	if r.Method == http.MethodPost && r.Body != nil {
+	// An unknown session is answered with id null, as the error is not
+	// about one request: clients (the go-sdk's among them) then take the
+	// 404 for the end of their session and initialize a new one.
+	if code != codeUnknownSession && r.Method == http.MethodPost && r.Body != nil {
 		b, _ := io.ReadAll(r.Body) // bounded by guardHTTP's MaxBytesReader
 		var req struct {
 			ID json.RawMessage `json:"id"`

@@ -27,7 +27,7 @@ func (a *app) auditCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f.Status = audit.Status(status)
 			if status != "" && !f.Status.Valid() {
-				return usageErr("--status must be running, pending, success, error, blocked, denied or timeout, got %q", status)
+				return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
 			}
 			if since != "" {
 				t, err := server.ParseSince(since)

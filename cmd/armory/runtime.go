@@ -49,6 +49,7 @@ func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, re
 		return nil, opts, nil, err
 	}
 	opts.Store = st
+	opts.RunLease = a.runLease
 	sink, err := audit.OpenFile(filepath.Join(h.World.Dir, ".armory", "audit"), audit.FileOptions{})
 	if err == nil {
 		opts.AuditFile = sink

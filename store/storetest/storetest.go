@@ -65,6 +65,9 @@ func Run(t *testing.T, open Opener) {
 		{"TokensTwoStoresAndRevokeRace", testTokensRace},
 		{"Pins", testPins},
 		{"PinsFirstObserverWinsTwoStores", testPinsRace},
+		{"RunClaims", testRunClaims},
+		{"RunClaimsExpiry", testRunClaimsExpiry},
+		{"RunClaimsRace", testRunClaimsRace},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
