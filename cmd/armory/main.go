@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -38,6 +39,17 @@ type app struct {
 	// closers release what a command holds for its whole run (upstream
 	// MCP servers); run calls them when the command ends.
 	closers []func()
+	// log, when set (serve), receives the runtime's notes; otherwise
+	// warnings go to stderr.
+	log *slog.Logger
+}
+
+// logger returns the logger the runtime's background work reports to.
+func (a *app) logger() *slog.Logger {
+	if a.log != nil {
+		return a.log
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // run executes the command line args and returns the exit code.

@@ -1,0 +1,334 @@
+// Package trail keeps the JSONL audit trail (audit.FileSink's folder) as a
+// copy of the store's audit trail. The store is the one durable source of
+// truth: a call's records are committed there, and only there, before the
+// call is answered. A Follower then copies every committed record, from
+// every process that shares the store, into the folder exactly as it was
+// committed (the store's Seq, PrevHash and Hash), after the commit and off
+// every call's path, fsyncing the files in batches. It catches up from the
+// store when it starts (after a crash, a restart, or while another process
+// held the folder). Check verifies the copy against the store.
+//
+// One process writes a folder at a time (the folder's lock); a Follower
+// that finds it held tails nothing and tries again every Poll, so that
+// when the writer stops another replica takes over and catches up.
+package trail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+)
+
+// MaxLine is the longest JSON line a copy may have (a copy is never
+// shrunk, so it is larger than a FileSink's default).
+const MaxLine = 16 << 20
+
+// Options configure a Follower. The zero value is valid.
+type Options struct {
+	// Poll is how often the Follower looks for records committed by other
+	// processes and, when another process holds the folder, tries to take
+	// it over (default 500ms). Records committed in this process wake it
+	// at once (Kick).
+	Poll time.Duration
+	// SyncEvery is how long written records may wait for their fsync
+	// (default 1s): the files are synced at most once per SyncEvery, and
+	// on Close.
+	SyncEvery time.Duration
+	// Batch is the number of records read from the store at a time
+	// (default 1000, at most store.MaxLimit).
+	Batch int
+	// MaxRecords is the number of records per file (default 1000).
+	MaxRecords int
+	// Logger receives what the Follower does not return: another process
+	// writes the folder, the folder is not a copy of this store, I/O
+	// errors (default: discard).
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Poll <= 0 {
+		o.Poll = 500 * time.Millisecond
+	}
+	if o.SyncEvery <= 0 {
+		o.SyncEvery = time.Second
+	}
+	if o.Batch <= 0 || o.Batch > store.MaxLimit {
+		o.Batch = 1000
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// minGap is the shortest time between two reads of the store that a
+// Kick causes: commits in quick succession share one read.
+const minGap = 20 * time.Millisecond
+
+// retryBroken is how often a Follower whose folder is not a copy of the
+// store (or failed) tries it again.
+const retryBroken = 30 * time.Second
+
+// Status is what a Follower is doing.
+type Status struct {
+	// Writer says this process holds the folder and writes it.
+	Writer bool `json:"writer"`
+	// Written is the last Seq written to the files (by this process, or
+	// found there when it took the folder over); Synced the last one
+	// fsynced.
+	Written int64 `json:"written"`
+	Synced  int64 `json:"synced"`
+	// Err is why the Follower does not write, if it is not just another
+	// process holding the folder.
+	Err string `json:"error,omitempty"`
+}
+
+// Follower copies the store's audit trail into a folder. It is safe for
+// concurrent use.
+type Follower struct {
+	dir  string
+	st   store.Store
+	opts Options
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	mu       sync.Mutex
+	sink     *audit.FileSink // nil while not the writer
+	status   Status
+	lastSync time.Time
+	nextTry  time.Time
+	said     bool // logged that another process writes the folder
+	changed  *sync.Cond
+}
+
+// Start opens the folder dir (created when needed) and starts copying
+// st's trail into it; it catches up at once if it can take the folder.
+// Close stops it.
+func Start(dir string, st store.Store, opts Options) *Follower {
+	opts.defaults()
+	f := &Follower{dir: dir, st: st, opts: opts, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	f.changed = sync.NewCond(&f.mu)
+	go f.loop()
+	return f
+}
+
+// Kick wakes the Follower: a record was committed. It never blocks.
+func (f *Follower) Kick() {
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns what the Follower is doing.
+func (f *Follower) Status() Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status
+}
+
+// Dir returns the folder.
+func (f *Follower) Dir() string { return f.dir }
+
+// WaitWritten waits until the files hold every record up to seq or ctx
+// ends; it returns ctx.Err() then. (Only a writing Follower gets there.)
+func (f *Follower) WaitWritten(ctx context.Context, seq int64) error {
+	stop := context.AfterFunc(ctx, func() {
+		f.mu.Lock()
+		f.changed.Broadcast()
+		f.mu.Unlock()
+	})
+	defer stop()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for f.status.Written < seq {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f.Kick()
+		f.changed.Wait()
+	}
+	return nil
+}
+
+// Close stops the Follower. A writing Follower first copies what the
+// store committed until then (bounded by ctx) and syncs the files; then it
+// releases the folder. It returns the error of that last copy or sync.
+func (f *Follower) Close(ctx context.Context) error {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sink == nil {
+		return nil
+	}
+	err := f.copyLocked(ctx)
+	err = errors.Join(err, f.sink.Close())
+	if err == nil {
+		f.status.Synced = f.status.Written
+	}
+	f.sink = nil
+	f.status.Writer = false
+	f.changed.Broadcast()
+	return err
+}
+
+func (f *Follower) loop() {
+	defer close(f.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-f.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	poll := time.NewTicker(f.opts.Poll)
+	defer poll.Stop()
+	for {
+		f.step(ctx)
+		select {
+		case <-f.stop:
+			return
+		case <-f.kick:
+		case <-poll.C:
+		}
+		// Let commits in quick succession share one read.
+		select {
+		case <-f.stop:
+			return
+		case <-time.After(minGap):
+		}
+	}
+}
+
+// step takes the folder if it can, copies what is new and syncs when due.
+func (f *Follower) step(ctx context.Context) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.changed.Broadcast()
+	if f.sink == nil && !f.takeLocked(ctx) {
+		return
+	}
+	if err := f.copyLocked(ctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		f.breakLocked(err)
+		return
+	}
+	if f.status.Synced < f.status.Written && time.Since(f.lastSync) >= f.opts.SyncEvery {
+		if err := f.sink.Sync(); err != nil {
+			f.breakLocked(err)
+			return
+		}
+		f.lastSync = time.Now()
+		f.status.Synced = f.status.Written
+	}
+}
+
+// breakLocked gives the folder up after an error (the sink is closed: a
+// failed write or sync needs a reopen) and retries later.
+func (f *Follower) breakLocked(err error) {
+	f.opts.Logger.Error("the JSONL audit trail stopped following the store; it is retried later and `armory audit verify` reports how far behind it is", "dir", f.dir, "err", err)
+	f.sink.Close()
+	f.sink = nil
+	f.status.Writer = false
+	f.status.Err = err.Error()
+	f.nextTry = time.Now().Add(retryBroken)
+}
+
+// takeLocked opens the folder and checks that it is a copy of the store.
+func (f *Follower) takeLocked(ctx context.Context) bool {
+	if time.Now().Before(f.nextTry) {
+		return false
+	}
+	sink, err := audit.OpenFile(f.dir, audit.FileOptions{MaxRecords: f.opts.MaxRecords, MaxLine: MaxLine})
+	if errors.Is(err, audit.ErrLocked) {
+		if !f.said {
+			f.said = true
+			f.opts.Logger.Info("another process writes the JSONL audit trail; this one records in the store only and takes the trail over if that process stops", "dir", f.dir)
+		}
+		return false
+	}
+	if err == nil {
+		err = f.matches(ctx, sink.Head())
+		if err != nil {
+			sink.Close()
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return false
+		}
+		f.opts.Logger.Error("cannot write the JSONL audit trail; it is retried later", "dir", f.dir, "err", err)
+		f.status.Err = err.Error()
+		f.nextTry = time.Now().Add(retryBroken)
+		return false
+	}
+	if f.said {
+		f.opts.Logger.Info("this process now writes the JSONL audit trail", "dir", f.dir)
+		f.said = false
+	}
+	f.sink = sink
+	h := sink.Head()
+	f.status = Status{Writer: true, Written: h.Seq, Synced: h.Seq}
+	f.lastSync = time.Now()
+	return true
+}
+
+// matches checks that the files' last record is the store's record with
+// that Seq (else the folder holds another trail: an older format, another
+// database, or an edit).
+func (f *Follower) matches(ctx context.Context, h audit.Head) error {
+	if h.Seq == 0 {
+		return nil
+	}
+	recs, err := f.st.ListAudit(ctx, store.AuditFilter{AfterSeq: h.Seq - 1, Oldest: true, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("trail: read the store: %w", err)
+	}
+	if len(recs) == 0 || recs[0].Seq != h.Seq {
+		return &audit.ChainError{Seq: h.Seq, Reason: "the JSONL trail goes past the store's trail: it is not a copy of this store (move the folder aside to start a new copy)"}
+	}
+	if recs[0].Hash != h.Hash {
+		return &audit.ChainError{Seq: h.Seq, Reason: "the JSONL trail differs from the store's record: it is not a copy of this store (move the folder aside to start a new copy)"}
+	}
+	return nil
+}
+
+// copyLocked appends every record the store committed after the files'
+// head, a batch at a time, without syncing.
+func (f *Follower) copyLocked(ctx context.Context) error {
+	for {
+		h := f.sink.Head()
+		recs, err := f.st.ListAudit(ctx, store.AuditFilter{AfterSeq: h.Seq, Oldest: true, Limit: f.opts.Batch})
+		if err != nil {
+			return fmt.Errorf("trail: read the store: %w", err)
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		if err := f.sink.AppendSealed(recs); err != nil {
+			return err
+		}
+		f.status.Written = recs[len(recs)-1].Seq
+		f.status.Err = ""
+		f.changed.Broadcast()
+		if len(recs) < f.opts.Batch {
+			return nil
+		}
+	}
+}
