@@ -10,7 +10,9 @@ import (
 	"github.com/armory-dev/armory/audit"
 )
 
-func jsonUnmarshal(line string, v any) error { return json.Unmarshal([]byte(strings.TrimSpace(line)), v) }
+func jsonUnmarshal(line string, v any) error {
+	return json.Unmarshal([]byte(strings.TrimSpace(line)), v)
+}
 
 func jsonMarshal(v any) (string, error) {
 	b, err := json.Marshal(v)
