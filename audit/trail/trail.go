@@ -37,8 +37,11 @@ type Options struct {
 	// at once (Kick).
 	Poll time.Duration
 	// SyncEvery is how long written records may wait for their fsync
-	// (default 1s): the files are synced at most once per SyncEvery, and
-	// on Close.
+	// (default 10s): the files are synced at most once per SyncEvery, when
+	// a file is full (rotation), and on Close. The store holds every record
+	// durably before its call is answered, and a Follower catches the files
+	// up from it after a crash, so the files' syncs only bound how much
+	// copying a restart after a power loss redoes; they cost no call.
 	SyncEvery time.Duration
 	// Batch is the number of records read from the store at a time
 	// (default 1000, at most store.MaxLimit).
@@ -56,7 +59,7 @@ func (o *Options) defaults() {
 		o.Poll = 500 * time.Millisecond
 	}
 	if o.SyncEvery <= 0 {
-		o.SyncEvery = time.Second
+		o.SyncEvery = 10 * time.Second
 	}
 	if o.Batch <= 0 || o.Batch > store.MaxLimit {
 		o.Batch = 1000
