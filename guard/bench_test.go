@@ -82,7 +82,7 @@ func BenchmarkPipelineNoopSQLite(b *testing.B) {
 			if tc.file {
 				fol := trail.Start(filepath.Join(f.dir, ".armory", "audit"), st, trail.Options{})
 				defer fol.Close(context.Background())
-				opts.AfterAudit = fol.Kick
+				opts.AfterAudit = fol.Committed
 			}
 			if f.p, err = New(f.h, opts); err != nil {
 				b.Fatal(err)

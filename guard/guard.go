@@ -31,10 +31,11 @@ import (
 type Options struct {
 	// Store keeps the audit trail, approvals and session counters. Required.
 	Store store.Store
-	// AfterAudit, when set, is called after each audit record the store
-	// committed (the JSONL trail's follower copies it then, off the call's
-	// path; see audit/trail). It must not block.
-	AfterAudit func()
+	// AfterAudit, when set, is called with each audit record the store
+	// committed, sealed (the JSONL trail's follower copies it then, off the
+	// call's path; see audit/trail). It must not block nor modify rec; it
+	// may keep it.
+	AfterAudit func(rec *audit.Record)
 	// AuditFailOpen lets calls run when their audit entry cannot be written.
 	// The default (false) is fail closed: no entry, no run.
 	AuditFailOpen bool
@@ -334,7 +335,7 @@ func cloneStages(st []audit.Stage) []audit.Stage {
 func (p *Pipeline) appendAudit(ctx context.Context, rec *audit.Record) error {
 	err := p.st.AppendAudit(ctx, rec)
 	if err == nil && p.opts.AfterAudit != nil {
-		p.opts.AfterAudit()
+		p.opts.AfterAudit(rec)
 	}
 	return err
 }

@@ -394,7 +394,7 @@ func TestFileTrailMatchesStore(t *testing.T) {
 	dir := filepath.Join(f.dir, ".armory", "audit")
 	fol := trail.Start(dir, f.st, trail.Options{MaxRecords: 10})
 	var err error
-	if f.p, err = New(f.h, Options{Store: f.st, AfterAudit: fol.Kick, PollInterval: 10 * time.Millisecond}); err != nil {
+	if f.p, err = New(f.h, Options{Store: f.st, AfterAudit: fol.Committed, PollInterval: 10 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	calls := []struct{ agent, tool, args string }{

@@ -269,7 +269,7 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	}
 	s.admit = nil
 	if p.opts.AfterAudit != nil {
-		p.opts.AfterAudit()
+		p.opts.AfterAudit(rec)
 	}
 	return nil, nil
 }

@@ -126,7 +126,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		// of the store's.
 		fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
 		b.Cleanup(func() { fol.Close(context.Background()) })
-		gopts.AfterAudit = fol.Kick
+		gopts.AfterAudit = fol.Committed
 	}
 	srv, err := server.New(h, gopts, cfg.opts)
 	if err != nil {

@@ -81,7 +81,7 @@ func replica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(h, guard.Options{Store: st, AfterAudit: fol.Kick}, server.Options{Addr: ln.Addr().String()})
+	srv, err := server.New(h, guard.Options{Store: st, AfterAudit: fol.Committed}, server.Options{Addr: ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}

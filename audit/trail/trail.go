@@ -102,6 +102,13 @@ type Follower struct {
 	stop chan struct{}
 	done chan struct{}
 
+	// pending holds records committed in this process, handed over by
+	// Committed, by Seq (at most maxPending): the copy takes them from
+	// here instead of reading them back from the store.
+	pmu     sync.Mutex
+	pending map[int64]*audit.Record
+	hole    int64 // the first missing Seq the last step found (0: none)
+
 	mu       sync.Mutex
 	sink     *audit.FileSink // nil while not the writer
 	status   Status
@@ -120,6 +127,51 @@ func Start(dir string, st store.Store, opts Options) *Follower {
 	f.changed = sync.NewCond(&f.mu)
 	go f.loop()
 	return f
+}
+
+// maxPending bounds the records handed over by Committed and not yet
+// copied; past it, records are read back from the store.
+const maxPending = 8192
+
+// Committed hands the Follower a record this process just committed
+// (sealed by the store; it is not modified) and wakes it. It never
+// blocks. The record is only a shortcut: the copy checks that it continues
+// the chain, and reads whatever it lacks from the store.
+func (f *Follower) Committed(rec *audit.Record) {
+	if rec != nil && rec.Seq > 0 {
+		f.pmu.Lock()
+		if f.pending == nil {
+			f.pending = map[int64]*audit.Record{}
+		}
+		if len(f.pending) < maxPending {
+			f.pending[rec.Seq] = rec
+		}
+		f.pmu.Unlock()
+	}
+	f.Kick()
+}
+
+// fromPending returns the records after seq held in pending, in order and
+// without a gap, and drops those at or before seq. more says pending holds
+// a later record past a gap.
+func (f *Follower) fromPending(seq int64, limit int) (recs []*audit.Record, more bool) {
+	f.pmu.Lock()
+	defer f.pmu.Unlock()
+	for s := range f.pending {
+		if s <= seq {
+			delete(f.pending, s)
+		}
+	}
+	for len(recs) < limit {
+		r, ok := f.pending[seq+1]
+		if !ok {
+			break
+		}
+		delete(f.pending, seq+1)
+		recs = append(recs, r)
+		seq++
+	}
+	return recs, len(f.pending) > 0
 }
 
 // Kick wakes the Follower: a record was committed. It never blocks.
@@ -313,14 +365,29 @@ func (f *Follower) matches(ctx context.Context, h audit.Head) error {
 }
 
 // copyLocked appends every record the store committed after the files'
-// head, a batch at a time, without syncing.
+// head, a batch at a time, without syncing: the records this process
+// handed over (Committed) as they are, the others read from the store.
+// A gap among the handed-over records (a commit whose hand-over is still
+// on its way) is read from the store only if it is still there at the next
+// step, or at Close (ctx then carries a deadline).
 func (f *Follower) copyLocked(ctx context.Context) error {
+	_, closing := ctx.Deadline()
 	for {
 		h := f.sink.Head()
-		recs, err := f.st.ListAudit(ctx, store.AuditFilter{AfterSeq: h.Seq, Oldest: true, Limit: f.opts.Batch})
-		if err != nil {
-			return fmt.Errorf("trail: read the store: %w", err)
+		recs, more := f.fromPending(h.Seq, f.opts.Batch)
+		fromStore := len(recs) == 0
+		if fromStore {
+			if more && !closing && f.hole != h.Seq+1 {
+				f.hole = h.Seq + 1
+				return nil
+			}
+			var err error
+			recs, err = f.st.ListAudit(ctx, store.AuditFilter{AfterSeq: h.Seq, Oldest: true, Limit: f.opts.Batch})
+			if err != nil {
+				return fmt.Errorf("trail: read the store: %w", err)
+			}
 		}
+		f.hole = 0
 		if len(recs) == 0 {
 			return nil
 		}
@@ -330,7 +397,10 @@ func (f *Follower) copyLocked(ctx context.Context) error {
 		f.status.Written = recs[len(recs)-1].Seq
 		f.status.Err = ""
 		f.changed.Broadcast()
-		if len(recs) < f.opts.Batch {
+		switch {
+		case len(recs) == f.opts.Batch, more, closing && !fromStore:
+			// More may be waiting: in pending past a gap, in the store.
+		default:
 			return nil
 		}
 	}

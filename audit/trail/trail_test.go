@@ -149,7 +149,7 @@ func TestFollowerOneWriterTwoProcesses(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				p.f.Kick()
+				p.f.Committed(rec)
 			}
 		})
 	}

@@ -53,7 +53,7 @@ func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, re
 	}
 	opts.Store = st
 	fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
-	opts.AfterAudit = fol.Kick
+	opts.AfterAudit = fol.Committed
 	return h, opts, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
 		defer cancel()
