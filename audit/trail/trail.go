@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory/audit"
@@ -107,7 +108,9 @@ type Follower struct {
 	// here instead of reading them back from the store.
 	pmu     sync.Mutex
 	pending map[int64]*audit.Record
-	hole    int64 // the first missing Seq the last step found (0: none)
+	pbytes  int         // size of the pending records' variable parts
+	writing atomic.Bool // this process holds the folder (pending is kept)
+	hole    int64       // the first missing Seq the last step found (0: none; under mu)
 
 	mu       sync.Mutex
 	sink     *audit.FileSink // nil while not the writer
@@ -129,22 +132,40 @@ func Start(dir string, st store.Store, opts Options) *Follower {
 	return f
 }
 
-// maxPending bounds the records handed over by Committed and not yet
-// copied; past it, records are read back from the store.
-const maxPending = 8192
+// maxPending and maxPendingBytes bound the records handed over by
+// Committed and not yet copied; past them, records are read back from the
+// store.
+const (
+	maxPending      = 8192
+	maxPendingBytes = 32 << 20
+)
+
+// recSize approximates the memory a record holds beyond its fixed fields.
+func recSize(r *audit.Record) int {
+	n := len(r.Args) + len(r.Result) + len(r.Justification) + 256
+	for _, st := range r.Stages {
+		n += len(st.Name) + len(st.Decision)
+		for _, re := range st.Reasons {
+			n += len(re)
+		}
+	}
+	return n
+}
 
 // Committed hands the Follower a record this process just committed
 // (sealed by the store; it is not modified) and wakes it. It never
 // blocks. The record is only a shortcut: the copy checks that it continues
 // the chain, and reads whatever it lacks from the store.
 func (f *Follower) Committed(rec *audit.Record) {
-	if rec != nil && rec.Seq > 0 {
+	if rec != nil && rec.Seq > 0 && f.writing.Load() {
+		n := recSize(rec)
 		f.pmu.Lock()
 		if f.pending == nil {
 			f.pending = map[int64]*audit.Record{}
 		}
-		if len(f.pending) < maxPending {
+		if len(f.pending) < maxPending && f.pbytes+n <= maxPendingBytes {
 			f.pending[rec.Seq] = rec
+			f.pbytes += n
 		}
 		f.pmu.Unlock()
 	}
@@ -157,9 +178,10 @@ func (f *Follower) Committed(rec *audit.Record) {
 func (f *Follower) fromPending(seq int64, limit int) (recs []*audit.Record, more bool) {
 	f.pmu.Lock()
 	defer f.pmu.Unlock()
-	for s := range f.pending {
+	for s, r := range f.pending {
 		if s <= seq {
 			delete(f.pending, s)
+			f.pbytes -= recSize(r)
 		}
 	}
 	for len(recs) < limit {
@@ -168,10 +190,22 @@ func (f *Follower) fromPending(seq int64, limit int) (recs []*audit.Record, more
 			break
 		}
 		delete(f.pending, seq+1)
+		f.pbytes -= recSize(r)
 		recs = append(recs, r)
 		seq++
 	}
 	return recs, len(f.pending) > 0
+}
+
+// setWriting records whether this process writes the folder; records
+// handed over are kept only while it does.
+func (f *Follower) setWriting(on bool) {
+	f.writing.Store(on)
+	if !on {
+		f.pmu.Lock()
+		f.pending, f.pbytes = nil, 0
+		f.pmu.Unlock()
+	}
 }
 
 // Kick wakes the Follower: a record was committed. It never blocks.
@@ -228,7 +262,8 @@ func (f *Follower) Close(ctx context.Context) error {
 	if f.sink == nil {
 		return nil
 	}
-	err := f.copyLocked(ctx)
+	err := f.copyLocked(ctx, true)
+	f.setWriting(false)
 	err = errors.Join(err, f.sink.Close())
 	if err == nil {
 		f.status.Synced = f.status.Written
@@ -277,7 +312,7 @@ func (f *Follower) step(ctx context.Context) {
 	if f.sink == nil && !f.takeLocked(ctx) {
 		return
 	}
-	if err := f.copyLocked(ctx); err != nil {
+	if err := f.copyLocked(ctx, false); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -297,6 +332,7 @@ func (f *Follower) step(ctx context.Context) {
 // breakLocked gives the folder up after an error (the sink is closed: a
 // failed write or sync needs a reopen) and retries later.
 func (f *Follower) breakLocked(err error) {
+	f.setWriting(false)
 	f.opts.Logger.Error("the JSONL audit trail stopped following the store; it is retried later and `armory audit verify` reports how far behind it is", "dir", f.dir, "err", err)
 	f.sink.Close()
 	f.sink = nil
@@ -338,6 +374,7 @@ func (f *Follower) takeLocked(ctx context.Context) bool {
 		f.said = false
 	}
 	f.sink = sink
+	f.setWriting(true)
 	h := sink.Head()
 	f.status = Status{Writer: true, Written: h.Seq, Synced: h.Seq}
 	f.lastSync = time.Now()
@@ -369,9 +406,8 @@ func (f *Follower) matches(ctx context.Context, h audit.Head) error {
 // handed over (Committed) as they are, the others read from the store.
 // A gap among the handed-over records (a commit whose hand-over is still
 // on its way) is read from the store only if it is still there at the next
-// step, or at Close (ctx then carries a deadline).
-func (f *Follower) copyLocked(ctx context.Context) error {
-	_, closing := ctx.Deadline()
+// step, or at once when closing.
+func (f *Follower) copyLocked(ctx context.Context, closing bool) error {
 	for {
 		h := f.sink.Head()
 		recs, more := f.fromPending(h.Seq, f.opts.Batch)
