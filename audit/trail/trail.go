@@ -128,8 +128,22 @@ func Start(dir string, st store.Store, opts Options) *Follower {
 	opts.defaults()
 	f := &Follower{dir: dir, st: st, opts: opts, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	f.changed = sync.NewCond(&f.mu)
+	current.Store(f)
 	go f.loop()
 	return f
+}
+
+// current is the process's last started Follower (Current).
+var current atomic.Pointer[Follower]
+
+// Current returns the status of the Follower this process started last
+// and not yet closed, and false when there is none (for metrics).
+func Current() (Status, bool) {
+	f := current.Load()
+	if f == nil {
+		return Status{}, false
+	}
+	return f.Status(), true
 }
 
 // maxPending and maxPendingBytes bound the records handed over by
@@ -257,6 +271,7 @@ func (f *Follower) Close(ctx context.Context) error {
 		close(f.stop)
 	}
 	<-f.done
+	current.CompareAndSwap(f, nil)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sink == nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -250,6 +251,30 @@ func TestCLITwoServersOneTrail(t *testing.T) {
 	ids := load(t, token, []*served{a, b}, 40, make(chan struct{}), &acked)
 	if len(ids) != 8*40 {
 		t.Fatalf("%d of %d calls acknowledged", len(ids), 8*40)
+	}
+	// Each process says in its metrics whether it writes the trail.
+	writers := 0
+	for _, s := range []*served{a, b} {
+		req, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		switch {
+		case strings.Contains(string(body), "\narmory_audit_trail_writer 1\n"):
+			writers++
+			if !strings.Contains(string(body), "\narmory_audit_trail_behind ") {
+				t.Error("the writer does not report how far behind the trail is")
+			}
+		case !strings.Contains(string(body), "\narmory_audit_trail_writer 0\n"):
+			t.Errorf("metrics lack armory_audit_trail_writer:\n%s", body)
+		}
+	}
+	if writers != 1 {
+		t.Errorf("%d processes say they write the trail", writers)
 	}
 	a.stop(t)
 	b.stop(t)
