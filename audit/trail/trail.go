@@ -133,6 +133,13 @@ func Start(dir string, st store.Store, opts Options) *Follower {
 	return f
 }
 
+// storeError is a failed read of the store (retried at the next step,
+// without giving the folder up).
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "trail: read the store: " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
 // current is the process's last started Follower (Current).
 var current atomic.Pointer[Follower]
 
@@ -328,10 +335,16 @@ func (f *Follower) step(ctx context.Context) {
 		return
 	}
 	if err := f.copyLocked(ctx, false); err != nil {
-		if ctx.Err() != nil {
-			return
+		var se *storeError
+		switch {
+		case ctx.Err() != nil:
+		case errors.As(err, &se):
+			// The store may be back at the next step; the files are fine.
+			f.opts.Logger.Warn("the JSONL audit trail cannot read the store; retrying", "err", err)
+			f.status.Err = err.Error()
+		default:
+			f.breakLocked(err)
 		}
-		f.breakLocked(err)
 		return
 	}
 	if f.status.Synced < f.status.Written && time.Since(f.lastSync) >= f.opts.SyncEvery {
@@ -435,7 +448,7 @@ func (f *Follower) copyLocked(ctx context.Context, closing bool) error {
 			var err error
 			recs, err = f.st.ListAudit(ctx, store.AuditFilter{AfterSeq: h.Seq, Oldest: true, Limit: f.opts.Batch})
 			if err != nil {
-				return fmt.Errorf("trail: read the store: %w", err)
+				return &storeError{err}
 			}
 		}
 		f.hole = 0

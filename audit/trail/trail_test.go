@@ -287,3 +287,26 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("deleted record: %v", err)
 	}
 }
+
+// A store that cannot be read is retried without giving the folder up
+// (the files are fine; only a failed write or a foreign folder does that).
+func TestFollowerKeepsFolderWhenStoreFails(t *testing.T) {
+	tmp := t.TempDir()
+	st, err := sqlite.Open(filepath.Join(tmp, "a.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, st, 5, "x")
+	f := trail.Start(filepath.Join(tmp, "audit"), st, trail.Options{Poll: 5 * time.Millisecond})
+	defer f.Close(context.Background())
+	wait(t, f, 5)
+	st.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for f.Status().Err == "" && time.Now().Before(deadline) {
+		f.Kick()
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s := f.Status(); !s.Writer || !strings.Contains(s.Err, "read the store") {
+		t.Fatalf("status %+v", s)
+	}
+}
