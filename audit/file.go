@@ -79,6 +79,10 @@ func LogFileName(n int) string { return fmt.Sprintf("audit-%06d.jsonl", n) }
 // ErrClosed is returned by a FileSink used after Close.
 var ErrClosed = errors.New("audit: sink closed")
 
+// ErrLocked is returned (wrapped) by OpenFile when another FileSink, in this
+// process or another one, holds the directory.
+var ErrLocked = errors.New("directory in use by another writer")
+
 // FileSink appends records as JSON lines to <dir>/audit-000001.jsonl,
 // rotating to audit-000002.jsonl after MaxRecords records, and so on. The
 // chain continues across files: the first record of a file has as PrevHash
@@ -129,7 +133,7 @@ func OpenFile(dir string, opts FileOptions) (*FileSink, error) {
 	}
 	if err := lockExclusive(lock); err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("audit: open sink %s: directory in use by another writer: %w", dir, err)
+		return nil, fmt.Errorf("audit: open sink %s: %w: %w", dir, ErrLocked, err)
 	}
 	s.lock = lock
 	if err := s.resume(); err != nil {
@@ -292,6 +296,10 @@ func logFiles(dir string) ([]int, error) {
 	return nums, nil
 }
 
+// ReadHead returns the head recorded in dir's head file (the zero Head when
+// there is none).
+func ReadHead(dir string) (Head, error) { return readHead(dir) }
+
 func readHead(dir string) (Head, error) {
 	b, err := os.ReadFile(filepath.Join(dir, HeadFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -347,6 +355,71 @@ func (s *FileSink) AppendBatch(recs []*Record) error {
 func (s *FileSink) AppendNoSync(rec *Record) error {
 	_, err := s.write([]*Record{rec})
 	return err
+}
+
+// AppendSealed appends copies of records another trail already sealed (the
+// store's), as they are: their Seq, PrevHash and Hash are kept, and each
+// must continue the sink's chain (Seq one past the head, PrevHash the
+// head's Hash) and carry the hash of its content, else AppendSealed
+// returns a *ChainError and writes nothing of the batch. Like AppendNoSync
+// it does not wait for stable storage (Sync does). A record whose line
+// would exceed MaxLine is an error (a copy is never shrunk).
+func (s *FileSink) AppendSealed(recs []*Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	head := s.head
+	for _, rec := range recs {
+		switch {
+		case rec.Seq != head.Seq+1:
+			return &ChainError{Seq: head.Seq + 1, Reason: fmt.Sprintf("copy: expected seq %d, got seq %d", head.Seq+1, rec.Seq)}
+		case rec.PrevHash != head.Hash:
+			return &ChainError{Seq: rec.Seq, Reason: "copy: prev_hash does not continue the trail"}
+		case rec.ComputeHash() != rec.Hash:
+			return &ChainError{Seq: rec.Seq, Reason: "copy: hash does not match the record's content"}
+		}
+		head = Head{Seq: rec.Seq, Hash: rec.Hash}
+	}
+	for len(recs) > 0 {
+		if s.f == nil || s.inFile >= s.opts.MaxRecords {
+			if err := s.rotate(); err != nil {
+				s.fail(&ioError{err})
+				return s.err
+			}
+		}
+		n := min(len(recs), s.opts.MaxRecords-s.inFile)
+		s.buf.Reset()
+		for _, rec := range recs[:n] {
+			line, err := marshalLine(rec)
+			if err != nil {
+				return err
+			}
+			if len(line) > s.opts.MaxLine+1 {
+				return fmt.Errorf("audit: record seq %d does not fit in %d bytes", rec.Seq, s.opts.MaxLine)
+			}
+			s.buf.Write(line)
+		}
+		if _, err := s.f.Write(s.buf.Bytes()); err != nil {
+			s.fail(&ioError{fmt.Errorf("audit: write: %w", err)})
+			return s.err
+		}
+		last := recs[n-1]
+		s.head = Head{Seq: last.Seq, Hash: last.Hash}
+		s.inFile += n
+		if s.opts.Sync == SyncNever {
+			if err := s.writeHead(s.head, false); err != nil {
+				s.fail(&ioError{err})
+				return s.err
+			}
+		}
+		recs = recs[n:]
+	}
+	return nil
 }
 
 // write appends recs under mu and returns the Seq of the last one.

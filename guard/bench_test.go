@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/postgres"
@@ -79,12 +80,9 @@ func BenchmarkPipelineNoopSQLite(b *testing.B) {
 			f.st = st
 			opts := Options{Store: st}
 			if tc.file {
-				sink, err := audit.OpenFile(filepath.Join(f.dir, ".armory", "audit"), audit.FileOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer sink.Close()
-				opts.AuditFile = sink
+				fol := trail.Start(filepath.Join(f.dir, ".armory", "audit"), st, trail.Options{})
+				defer fol.Close(context.Background())
+				opts.AfterAudit = fol.Committed
 			}
 			if f.p, err = New(f.h, opts); err != nil {
 				b.Fatal(err)

@@ -32,9 +32,11 @@ import (
 type Options struct {
 	// Store keeps the audit trail, approvals and session counters. Required.
 	Store store.Store
-	// AuditFile, when set, also receives every audit record (a JSONL trail
-	// with its own chain, rotated every 1,000 records).
-	AuditFile *audit.FileSink
+	// AfterAudit, when set, is called with each audit record the store
+	// committed, sealed (the JSONL trail's follower copies it then, off the
+	// call's path; see audit/trail). It must not block nor modify rec; it
+	// may keep it.
+	AfterAudit func(rec *audit.Record)
 	// AuditFailOpen lets calls run when their audit entry cannot be written.
 	// The default (false) is fail closed: no entry, no run.
 	AuditFailOpen bool
@@ -402,20 +404,13 @@ func cloneStages(st []audit.Stage) []audit.Stage {
 	return out
 }
 
-// appendAudit writes rec to the store and, when configured, the file sink,
-// both at once (each trail chains it on its own), so that the call waits for
-// the slower of the two syncs rather than their sum. It returns once both
-// are durable, with the store's error first.
+// appendAudit writes rec to the store, the one durable trail; the JSONL
+// trail is a copy made after the commit (AfterAudit), never on the call's
+// path.
 func (p *Pipeline) appendAudit(ctx context.Context, rec *audit.Record) error {
-	if p.opts.AuditFile == nil {
-		return p.st.AppendAudit(ctx, rec)
-	}
-	fr := rec.Clone()
-	ferr := make(chan error, 1)
-	go func() { ferr <- p.opts.AuditFile.Append(fr) }()
 	err := p.st.AppendAudit(ctx, rec)
-	if fe := <-ferr; fe != nil && err == nil {
-		err = fmt.Errorf("audit file: %w", fe)
+	if err == nil && p.opts.AfterAudit != nil {
+		p.opts.AfterAudit(rec)
 	}
 	return err
 }

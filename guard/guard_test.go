@@ -15,6 +15,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -419,18 +420,16 @@ func TestEffectFree(t *testing.T) {
 	}
 }
 
-// With the JSONL trail beside the store (as the CLI and armory serve run),
-// both trails hold the same records — start and finish of each call, in each
-// call's order, refusals included — whatever mix of relaxed and durable
-// records concurrent calls write, and both verify.
+// With the JSONL trail following the store (as the CLI and armory serve
+// run), the file trail is a copy of the store's — start and finish of each
+// call, refusals included, with the store's Seq and hashes — whatever mix
+// of relaxed and durable records concurrent calls write, and both verify.
 func TestFileTrailMatchesStore(t *testing.T) {
 	f := newFixture(t)
 	dir := filepath.Join(f.dir, ".armory", "audit")
-	sink, err := audit.OpenFile(dir, audit.FileOptions{MaxRecords: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.p, err = New(f.h, Options{Store: f.st, AuditFile: sink, PollInterval: 10 * time.Millisecond}); err != nil {
+	fol := trail.Start(dir, f.st, trail.Options{MaxRecords: 10})
+	var err error
+	if f.p, err = New(f.h, Options{Store: f.st, AfterAudit: fol.Committed, PollInterval: 10 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	calls := []struct{ agent, tool, args string }{
@@ -447,8 +446,11 @@ func TestFileTrailMatchesStore(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if err := sink.Close(); err != nil {
+	if err := fol.Close(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if rep, err := trail.Check(context.Background(), f.st, dir); err != nil || rep.Behind != 0 {
+		t.Fatalf("check: %+v, %v", rep, err)
 	}
 	if err := audit.VerifyDir(dir); err != nil {
 		t.Fatal(err)
@@ -457,7 +459,7 @@ func TestFileTrailMatchesStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := func(r *audit.Record) string {
-		return r.ID + " " + string(r.Phase) + " " + string(r.Status) + " " + r.Tool + " " + string(r.Args)
+		return fmt.Sprint(r.Seq, " ", r.Hash, " ") + r.ID + " " + string(r.Phase) + " " + string(r.Status) + " " + r.Tool + " " + string(r.Args)
 	}
 	var fromFile, fromStore []string
 	for r, err := range audit.ReadDir(dir, 0) {

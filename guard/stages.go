@@ -300,8 +300,7 @@ func capName(counter string) string {
 }
 
 // admitStart writes rec, the call's start record, together with taking the
-// session caps the caps stage computed (store.Admit), then to the audit file
-// when configured. A call without a pending admission (a resumed call, whose
+// session caps the caps stage computed (store.Admit). A call without a pending admission (a resumed call, whose
 // caps were taken when it asked for approval) only appends rec. It returns
 // a refusal when a cap is reached (the caps stage then says so, as if it had
 // refused the call itself), or the store's error.
@@ -331,20 +330,8 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	if s.unnamed {
 		p.touchUnnamed(s.c.Agent, s.c.Session)
 	}
-	if p.opts.AuditFile != nil {
-		// The file sink's own durability follows the store's: a start record
-		// the store committed without an fsync is written without waiting
-		// for one here either (the finish record's sync covers both).
-		fr := rec.Clone()
-		var err error
-		if req.NoSync {
-			err = p.opts.AuditFile.AppendNoSync(fr)
-		} else {
-			err = p.opts.AuditFile.Append(fr)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("audit file: %w", err)
-		}
+	if p.opts.AfterAudit != nil {
+		p.opts.AfterAudit(rec)
 	}
 	return nil, nil
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/server"
@@ -133,13 +133,11 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 	cfg.opts.Addr = ln.Addr().String()
 	gopts := guard.Options{Store: st}
 	if !cfg.noFileSink {
-		// As armory serve: the JSONL trail in <world>/.armory/audit, SyncAlways.
-		sink, err := audit.OpenFile(filepath.Join(dir, ".armory", "audit"), audit.FileOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { sink.Close() })
-		gopts.AuditFile = sink
+		// As armory serve: the JSONL trail in <world>/.armory/audit, a copy
+		// of the store's.
+		fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
+		b.Cleanup(func() { fol.Close(context.Background()) })
+		gopts.AfterAudit = fol.Committed
 	}
 	srv, err := server.New(h, gopts, cfg.opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 )
@@ -60,7 +61,34 @@ func newMetrics(st store.Store) *metrics {
 	sandboxReady := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "armory_sandbox_warm_ready", Help: "Warm sandboxes set up and waiting for a call.",
 	}, func() float64 { return float64(sandbox.CurrentPoolStats().Ready) })
-	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady,
+	trailWriter := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "armory_audit_trail_writer", Help: "1 when this process writes the JSONL audit trail (a copy of the store's), 0 when another process holds it or it is refused (see the log), -1 when this process keeps none.",
+	}, func() float64 {
+		st, ok := trail.Current()
+		switch {
+		case !ok:
+			return -1
+		case st.Writer:
+			return 1
+		}
+		return 0
+	})
+	trailBehind := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "armory_audit_trail_behind", Help: "Records of the store the JSONL audit trail does not hold yet, when this process writes it (-1 otherwise).",
+	}, func() float64 {
+		ts, ok := trail.Current()
+		if !ok || !ts.Writer {
+			return -1
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h, err := st.AuditHead(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(max(0, h.Seq-ts.Written))
+	})
+	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady, trailWriter, trailBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if cc, ok := st.(commitCounter); ok {
 		for _, d := range []string{"durable", "relaxed"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/store"
@@ -275,6 +276,9 @@ type VerifyReport struct {
 	Records int64  `json:"records"`
 	Store   string `json:"store"`
 	JSONL   string `json:"jsonl"`
+	// JSONLBehind is how many of the store's records the JSONL trail (a
+	// copy of the store's, written after commit) does not hold yet.
+	JSONLBehind int64 `json:"jsonl_behind"`
 }
 
 // handleVerify verifies the store's chain and the JSONL trail. A broken
@@ -298,10 +302,11 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		rep.JSONL = "no trail"
 	default:
-		if err := audit.VerifyDir(dir); err != nil {
+		tr, err := trail.Check(r.Context(), s.st, dir)
+		if err != nil {
 			rep.OK, rep.JSONL = false, err.Error()
 		} else {
-			rep.JSONL = "chain verified"
+			rep.JSONL, rep.JSONLBehind = "chain verified, a copy of the store's", tr.Behind
 		}
 	}
 	writeJSON(w, http.StatusOK, rep)

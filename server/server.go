@@ -148,8 +148,12 @@ type Server struct {
 	handler    http.Handler
 	hosts      hostPolicy
 	// unwatch removes the registry watchers that keep the MCP servers'
-	// tool lists current (Close).
+	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
+	// bus relays events between replicas sharing the store (nil when the
+	// store does not); origin names this replica on it (relay.go).
+	bus    eventBus
+	origin string
 }
 
 // New builds the pipeline for h from gopts (whose Store is required) with
@@ -185,6 +189,7 @@ func New(h *host.Host, gopts guard.Options, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.routes()
+	s.startRelay()
 	return s, nil
 }
 
@@ -309,7 +314,12 @@ func (s *Server) onEvent(e guard.Event) {
 	s.publish(e)
 }
 
-func (s *Server) publish(e guard.Event) { s.events.publish(e) }
+// publish streams e to this replica's event clients and relays it to the
+// other replicas sharing the store.
+func (s *Server) publish(e guard.Event) {
+	s.events.publish(e)
+	s.relay(e)
+}
 
 // ---- errors ----
 

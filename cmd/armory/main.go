@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -42,6 +43,17 @@ type app struct {
 	closers []func()
 	// runLease is the lease of run claims (guard.Options.RunLease).
 	runLease time.Duration
+	// log, when set (serve), receives the runtime's notes; otherwise
+	// warnings go to stderr.
+	log *slog.Logger
+}
+
+// logger returns the logger the runtime's background work reports to.
+func (a *app) logger() *slog.Logger {
+	if a.log != nil {
+		return a.log
+	}
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // run executes the command line args and returns the exit code.

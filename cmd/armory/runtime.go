@@ -4,9 +4,10 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/store"
@@ -37,9 +38,11 @@ func (a *app) openStore(ctx context.Context, worldDir string) (store.Store, erro
 }
 
 // runtime loads the world and opens what a pipeline runs on: the store
-// and the JSONL audit sink. The JSONL trail has one writer at a time; when
-// another process (a server) holds it, this process records in the store
-// only. release closes what was opened.
+// and the follower that copies the store's audit trail into the world's
+// JSONL trail (<world>/.armory/audit). The JSONL trail has one writer at a
+// time; when another process (a server) holds it, that process copies this
+// one's records too. release closes what was opened, first letting the
+// follower copy what is committed (bounded).
 func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, release func(), err error) {
 	if h, err = a.open(); err != nil {
 		return nil, opts, nil, err
@@ -50,20 +53,19 @@ func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, re
 	}
 	opts.Store = st
 	opts.RunLease = a.runLease
-	sink, err := audit.OpenFile(filepath.Join(h.World.Dir, ".armory", "audit"), audit.FileOptions{})
-	if err == nil {
-		opts.AuditFile = sink
-	} else if !strings.Contains(err.Error(), "in use by another writer") {
-		st.Close()
-		return nil, opts, nil, armory.E("audit", armory.KindUnavailable, "cannot open the JSONL audit trail", err)
-	}
+	fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
+	opts.AfterAudit = fol.Committed
 	return h, opts, func() {
-		if sink != nil {
-			sink.Close()
-		}
+		cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
+		defer cancel()
+		fol.Close(cctx)
 		st.Close()
 	}, nil
 }
+
+// trailCloseTimeout bounds the JSONL trail's last catch-up when a command
+// ends (what it does not copy, the next start does).
+const trailCloseTimeout = 10 * time.Second
 
 // pipeline builds the guarded pipeline over runtime. The returned func
 // releases what it opened.

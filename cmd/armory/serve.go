@@ -52,6 +52,7 @@ func (a *app) serveCmd() *cobra.Command {
 			defer stop()
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			opts.Logger = log
+			a.log = log
 			srv, done, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err

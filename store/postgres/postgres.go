@@ -73,6 +73,7 @@ type Store struct {
 	opts    Options
 	batch   *commit.Batcher
 	hub     notify.Hub
+	ev      events
 	closing chan struct{}
 	cancel  context.CancelFunc // stops the listener
 	lwg     sync.WaitGroup
@@ -182,7 +183,7 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: listen: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel+"; LISTEN "+EventsChannel); err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("postgres: listen: %w", err)
 	}
@@ -208,6 +209,10 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 				break
 			}
 			backoff = 100 * time.Millisecond
+			if n.Channel == EventsChannel {
+				s.deliverEvent(n.Payload)
+				continue
+			}
 			s.hub.Notify(n.Payload)
 		}
 		select {

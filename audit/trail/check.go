@@ -1,0 +1,91 @@
+package trail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
+)
+
+// Report is what Check found.
+type Report struct {
+	// Files is the last Seq in the folder's files (0 when empty).
+	Files int64 `json:"files"`
+	// Store is the store's head Seq, read after the files.
+	Store int64 `json:"store"`
+	// Behind is how many of the store's records the files do not hold yet
+	// (Store - Files): a copy that lags is not broken, it catches up.
+	Behind int64 `json:"behind"`
+}
+
+// Check verifies the folder dir as a copy of st's trail: the files form
+// one chain from seq 1 that agrees with their recorded head (audit.VerifyDir's
+// checks), and every record in them is the store's record with the same
+// Seq (same Hash, so the same content). It returns a *audit.ChainError
+// naming the first record that is missing, edited, not in the store or
+// different from it, or another error when a trail cannot be read; a file
+// trail that is only behind the store is not an error (Report.Behind).
+// It reads one line at a time and the store a page at a time, and may run
+// while a Follower writes the folder.
+func Check(ctx context.Context, st store.Store, dir string) (Report, error) {
+	var rep Report
+	head, err := audit.ReadHead(dir)
+	if err != nil {
+		return rep, err
+	}
+	v := audit.NewVerifier(head)
+	page := make([]*audit.Record, 0, 1000)
+	flush := func() error {
+		if len(page) == 0 {
+			return nil
+		}
+		recs, err := st.ListAudit(ctx, store.AuditFilter{AfterSeq: page[0].Seq - 1, Oldest: true, Limit: len(page)})
+		if err != nil {
+			return fmt.Errorf("trail: read the store: %w", err)
+		}
+		for i, fr := range page {
+			if i >= len(recs) || recs[i].Seq != fr.Seq {
+				return &audit.ChainError{Seq: fr.Seq, Reason: "the JSONL trail holds a record the store does not have"}
+			}
+			if recs[i].Hash != fr.Hash {
+				return &audit.ChainError{Seq: fr.Seq, Reason: "the JSONL trail's record differs from the store's"}
+			}
+		}
+		page = page[:0]
+		return nil
+	}
+	for rec, err := range audit.ReadDir(dir, MaxLine) {
+		if err != nil {
+			var re *audit.ReadError
+			if errors.As(err, &re) {
+				return rep, v.Fail(fmt.Sprintf("unreadable record (%s line %d: %v)", re.File, re.Line, re.Err))
+			}
+			return rep, err
+		}
+		if err := v.Add(rec); err != nil {
+			return rep, err
+		}
+		page = append(page, rec)
+		if len(page) == cap(page) {
+			if err := flush(); err != nil {
+				return rep, err
+			}
+		}
+	}
+	if err := v.End(); err != nil {
+		return rep, err
+	}
+	if err := flush(); err != nil {
+		return rep, err
+	}
+	rep.Files = v.Head().Seq
+	sh, err := st.AuditHead(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("trail: read the store: %w", err)
+	}
+	rep.Store = sh.Seq
+	rep.Behind = max(0, rep.Store-rep.Files)
+	return rep, nil
+}

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+
+	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/guard"
+)
+
+// eventBus is a store that passes events between the processes sharing
+// it (store/postgres, over LISTEN/NOTIFY), so that /api/events on every
+// replica streams every replica's events. Delivery is best effort.
+type eventBus interface {
+	PublishEvent(payload []byte) bool
+	SubscribeEvents(fn func(payload []byte)) (cancel func())
+}
+
+// relayed is an event as it travels between replicas; Origin names the
+// replica that published it, so that a replica skips its own.
+type relayed struct {
+	Origin string      `json:"origin"`
+	Event  guard.Event `json:"event"`
+}
+
+// maxRelayedMessage bounds an event's message as it travels (the bus
+// bounds payloads).
+const maxRelayedMessage = 2048
+
+// startRelay subscribes to the store's event bus, if it has one.
+func (s *Server) startRelay() {
+	bus, ok := s.st.(eventBus)
+	if !ok {
+		return
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s.origin = hex.EncodeToString(b[:])
+	s.bus = bus
+	s.unwatch = append(s.unwatch, bus.SubscribeEvents(s.fromPeer))
+}
+
+// relay sends e, published here, to the other replicas.
+func (s *Server) relay(e guard.Event) {
+	if s.bus == nil {
+		return
+	}
+	e.Message = audit.Cut(e.Message, maxRelayedMessage)
+	b, err := json.Marshal(relayed{Origin: s.origin, Event: e})
+	if err != nil {
+		return
+	}
+	s.bus.PublishEvent(b)
+}
+
+// fromPeer streams an event another replica published (its own come back
+// too, and are skipped: they were streamed when they happened).
+func (s *Server) fromPeer(payload []byte) {
+	var r relayed
+	if json.Unmarshal(payload, &r) != nil || r.Origin == s.origin || r.Origin == "" {
+		return
+	}
+	s.events.publish(r.Event)
+}

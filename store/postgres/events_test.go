@@ -1,0 +1,78 @@
+package postgres_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory/store/postgres"
+)
+
+// Events published through one Store reach every Store on the database
+// (the publisher's own included), in order, batched or not; a payload too
+// large for NOTIFY is refused, and nothing is sent after Close.
+func TestEventsCrossStores(t *testing.T) {
+	dsn := freshSchema(t)
+	ctx := context.Background()
+	open := func() *postgres.Store {
+		s, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	type sink struct {
+		mu  sync.Mutex
+		got []string
+	}
+	var ga, gb sink
+	listen := func(s *postgres.Store, g *sink) {
+		s.SubscribeEvents(func(p []byte) {
+			g.mu.Lock()
+			g.got = append(g.got, string(p))
+			g.mu.Unlock()
+		})
+	}
+	listen(a, &ga)
+	listen(b, &gb)
+	const n = 300 // more than one batch
+	for i := range n {
+		if !a.PublishEvent([]byte(fmt.Sprint("e", i))) {
+			t.Fatalf("event %d not queued", i)
+		}
+	}
+	if a.PublishEvent(bytes.Repeat([]byte("x"), postgres.MaxEventPayload)) {
+		t.Fatal("an oversized payload was queued")
+	}
+	for name, g := range map[string]*sink{"A": &ga, "B": &gb} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			g.mu.Lock()
+			k := len(g.got)
+			g.mu.Unlock()
+			if k >= n || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		g.mu.Lock()
+		if len(g.got) != n {
+			t.Fatalf("%s received %d of %d events", name, len(g.got), n)
+		}
+		for i, p := range g.got {
+			if p != fmt.Sprint("e", i) {
+				t.Fatalf("%s: event %d is %q", name, i, p)
+			}
+		}
+		g.mu.Unlock()
+	}
+	a.Close()
+	if a.PublishEvent([]byte("late")) {
+		t.Fatal("a closed Store queued an event")
+	}
+}
