@@ -4,7 +4,7 @@
 // are met) is passed in, so every rule can be tested as a table and every
 // decision carries its reasons.
 //
-// The rules (seed 000 and 004):
+// The rules (the ghost world and seajelly toolkits):
 //   - A tool in no privilege group is public: every agent can access it.
 //   - A privileged tool (in at least one group) is accessible only through
 //     one of the agent's groups or an override. An entry that names a family

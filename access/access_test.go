@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The world of seed 000's example.
+// The world of the ghost world's example.
 var seedPrivileges = map[string][]string{
 	"admin":           {"syscall.agent.create", "syscall.agent.stop", "syscall.agent.start", "syscall.agent.inspect", "syscall.resource.usage"},
 	"manager":         {"syscall.task.create", "syscall.task.update", "syscall.knowledge.write", "syscall.knowledge.delete", "syscall.broadcast"},
@@ -24,7 +24,7 @@ func mustResolve(t *testing.T, groups, overrides []string) *ToolAccess {
 }
 
 func TestCanAccessSeedRules(t *testing.T) {
-	// The seed's agent: privilege_groups: manager, communicator; overrides workspace.write, tool.browser.
+	// The ghost world's agent: privilege_groups: manager, communicator; overrides workspace.write, tool.browser.
 	agent := mustResolve(t, []string{"manager", "communicator"}, []string{"workspace.write", "tool.browser"})
 	bare := mustResolve(t, nil, nil)
 	tests := []struct {

@@ -13,7 +13,7 @@ type Rule struct {
 	Level armory.Permission
 }
 
-// Profile is an agent's permission profile (seed 003).
+// Profile is an agent's permission profile (Agenthood).
 type Profile string
 
 // Profiles.
@@ -34,7 +34,7 @@ const (
 	TerminalDangerous                 // not known safe (screen: confirm)
 )
 
-// profileTable is seed 003's "Permission Profiles and Tools" table:
+// profileTable is Agenthood's "Permission Profiles and Tools" table:
 // restricted / standard / trusted. Catastrophic commands never get here:
 // screening blocks them in every profile.
 var profileTable = map[string][3]armory.Permission{
@@ -49,7 +49,7 @@ var profileTable = map[string][3]armory.Permission{
 }
 
 // ProfileLevel returns the profile's level for a tool of category cat, and
-// whether the profile has a rule for it (seed 003 names no rule for agent,
+// whether the profile has a rule for it (Agenthood names no rule for agent,
 // system and other tools: those fall through to the world default).
 func ProfileLevel(p Profile, cat armory.Category, term Terminal) (armory.Permission, bool) {
 	var col int
@@ -141,7 +141,7 @@ func EffectiveLevel(in LevelInput) (armory.Permission, []string) {
 	return lvl, reasons
 }
 
-// Pattern is a veto or bias pattern (seed 002).
+// Pattern is a veto or bias pattern (akh-medu).
 type Pattern struct {
 	Name          string
 	Veto          bool // else bias

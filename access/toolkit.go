@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Toolkit is a code- or world-owned bundle of tools with one switch (seed 004).
+// Toolkit is a code- or world-owned bundle of tools with one switch (seajelly toolkits).
 type Toolkit struct {
 	Name    string
 	Tools   []string

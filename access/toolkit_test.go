@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Seed 004's rule, exactly as the issue states it, one row per sentence.
+// Seajelly toolkits' rule, one row per sentence of its rule.
 func TestToolkitRule(t *testing.T) {
 	kits := NewToolkits([]Toolkit{
 		{Name: "web", Tools: []string{"tool.fetch", "tool.browser"}, Default: true, Policy: "Prefer tool.fetch."},

@@ -345,7 +345,7 @@ func orNone(s string) string {
 	return s
 }
 
-// ---- the tools of approval agents (seed 001) ----
+// ---- the tools of approval agents (Thinkroid) ----
 
 type worldItem = world.Item
 

@@ -170,7 +170,7 @@ func (p *Pipeline) schema(t armory.Tool) *compiledSchema {
 	return v.(*compiledSchema)
 }
 
-// Default session caps (seed 003): default and maximum. A maximum of 0
+// Default session caps (Agenthood): default and maximum. A maximum of 0
 // means none (a world or agent may set any value).
 var capDefaults = map[string][2]int64{
 	world.LimitStreamEvents:     {2000, 10000},

@@ -243,7 +243,7 @@ func callResultText(res *mcp.CallToolResult) string {
 }
 
 // instructions are the toolkit policy texts that apply to the agent's
-// tools (seed 004: policy text only when its tools are available).
+// tools (seajelly toolkits: policy text only when its tools are available).
 func (s *Server) instructions(ag *host.Agent) string {
 	var b strings.Builder
 	for _, p := range s.h.Policies() {

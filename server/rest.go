@@ -79,7 +79,7 @@ func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// ToolEntry is one entry of GET /api/agents/{id}/tools (seed 000).
+// ToolEntry is one entry of GET /api/agents/{id}/tools (the ghost world).
 type ToolEntry struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`

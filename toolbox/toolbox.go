@@ -246,7 +246,7 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	}
 	var stream *compact.Stream
 	if compact.IsCodingAgent(t.spec.Name) {
-		// Coding agents (seed 000): the whole NDJSON stream is parsed as it
+		// Coding agents (the ghost world): the whole NDJSON stream is parsed as it
 		// arrives — not just the capped part — so the result event at its end
 		// is never lost; live progress goes to the caller.
 		stream = compact.NewStream(t.spec.Name)

@@ -21,7 +21,7 @@ type PermRule struct {
 // PatternKind is veto (block) or bias (raise the level by one step).
 type PatternKind string
 
-// Pattern kinds (seed 002).
+// Pattern kinds (akh-medu).
 const (
 	PatternVeto PatternKind = "veto"
 	PatternBias PatternKind = "bias"
@@ -41,7 +41,7 @@ type Pattern struct {
 	Line          int
 }
 
-// Limit names of session safety caps (seed 003).
+// Limit names of session safety caps (Agenthood).
 const (
 	LimitStreamEvents     = "stream_events"
 	LimitToolInvocations  = "tool_invocations"
@@ -51,7 +51,7 @@ const (
 	LimitWebSearches      = "web_searches"
 )
 
-// LimitNames lists every cap name, in the order of seed 003's table.
+// LimitNames lists every cap name, in the order of Agenthood's table.
 var LimitNames = []string{LimitStreamEvents, LimitToolInvocations, LimitSessionRuntime, LimitEditsPerFile, LimitTerminalCommands, LimitWebSearches}
 
 // FrameworkLimitNames are the "## Limits" keys of config.md that are no

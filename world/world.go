@@ -131,7 +131,7 @@ type Group struct {
 	Tools []Item
 }
 
-// Toolkit is a bundle of tools with one switch (seed 004).
+// Toolkit is a bundle of tools with one switch (seajelly toolkits).
 type Toolkit struct {
 	Name        string
 	Line        int
