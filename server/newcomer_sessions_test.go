@@ -2,26 +2,20 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"net"
-	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/postgres"
@@ -51,41 +45,6 @@ func serveOn(t *testing.T, dir string, st store.Store) *env {
 	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String()}
 }
 
-// pgSchema returns a DSN on a fresh schema of the test Postgres (dropped at
-// the end), skipping locally and failing in CI when there is none.
-func pgSchema(t *testing.T) string {
-	base := os.Getenv("ARMORY_TEST_POSTGRES")
-	if base == "" {
-		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES")
-	}
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "armory_srv_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if c, err := pgx.Connect(context.Background(), base); err == nil {
-			c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-			c.Close(context.Background())
-		}
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 type restOutcome struct {
 	Status, Result, Human, Session string
 	CallID                         string `json:"call_id"`
@@ -107,7 +66,7 @@ func (e *env) call(t *testing.T, token, agent, body string) restOutcome {
 // four run, the fifth is refused; the refusal's advice (a "justification")
 // works in the arguments and in the REST field, and is audited.
 func TestReplicasRepetitionPostgres(t *testing.T) {
-	dsn := pgSchema(t)
+	dsn := postgresSchema(t)
 	dir := filepath.Join(t.TempDir(), "w")
 	if err := example.Write(dir); err != nil {
 		t.Fatal(err)

@@ -2,18 +2,14 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/example"
@@ -24,45 +20,8 @@ import (
 	"github.com/armory-dev/armory/store/postgres"
 )
 
-// postgresSchema returns a DSN of the test Postgres whose connections use
-// a fresh schema, dropped when t ends; without ARMORY_TEST_POSTGRES the
-// test skips (fails in CI).
-func postgresSchema(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("ARMORY_TEST_POSTGRES")
-	if base == "" {
-		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES; see scripts/setup-components")
-	}
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "armory_test_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+// postgresSchema returns a DSN on a fresh Postgres schema, dropped when t ends.
+func postgresSchema(t *testing.T) string { return testenv.PostgresSchema(t) }
 
 // replica is one armory server over a shared Postgres store.
 type replica struct {

@@ -2,66 +2,21 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/url"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store/postgres"
 )
-
-// freshPostgres returns a DSN on a new schema of the test database,
-// dropped when t ends.
-func freshPostgres(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("ARMORY_TEST_POSTGRES")
-	if base == "" {
-		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES; see scripts/setup-components")
-	}
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "armory_test_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
 
 // replica is one server of a deployment: its own host and store handle
 // over the shared world folder and database, and its own trail follower
@@ -103,7 +58,7 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 // and calls through both end up in the one JSONL trail, complete and
 // verified against the store.
 func TestReplicasShareEventsAndTrail(t *testing.T) {
-	dsn := freshPostgres(t)
+	dsn := postgresSchema(t)
 	dir := filepath.Join(t.TempDir(), "w")
 	if err := example.Write(dir); err != nil {
 		t.Fatal(err)

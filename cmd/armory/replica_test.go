@@ -3,14 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,49 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // replicaDB returns a DSN on a fresh Postgres schema, dropped when t ends.
-func replicaDB(t *testing.T) string {
-	t.Helper()
-	base := os.Getenv("ARMORY_TEST_POSTGRES")
-	if base == "" {
-		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES; see .ci/run")
-	}
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "armory_test_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect %s: %v", base, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE")
-	})
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
-}
+func replicaDB(t *testing.T) string { return testenv.PostgresSchema(t) }
 
 // slowMarkWorld is the example world with devtools.slow-mark, a
 // confirm-level side-effecting tool: it appends its tag to

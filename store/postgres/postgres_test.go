@@ -2,11 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 
@@ -19,56 +14,13 @@ import (
 )
 
 // baseDSN returns the test server's DSN, or skips (locally) / fails (CI).
-func baseDSN(t testing.TB) string {
-	dsn := os.Getenv("ARMORY_TEST_POSTGRES")
-	if dsn == "" {
-		testenv.Missing(t, "postgres", "set ARMORY_TEST_POSTGRES; see .ci/run")
-	}
-	return dsn
-}
+func baseDSN(t testing.TB) string { return testenv.PostgresDSN(t) }
 
-// freshSchema creates a schema with a random name, drops it when t ends, and
-// returns a DSN whose connections use it (search_path).
-func freshSchema(t testing.TB) string {
-	base := baseDSN(t)
-	ctx := context.Background()
-	var b [6]byte
-	rand.Read(b[:])
-	schema := "armory_test_" + hex.EncodeToString(b[:])
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect %s: %v", base, err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), base)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE"); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-	})
-	return withSearchPath(t, base, schema)
-}
+// freshSchema returns a DSN on a fresh schema, dropped when t ends.
+func freshSchema(t testing.TB) string { return testenv.PostgresSchema(t) }
 
 func withSearchPath(t testing.TB, dsn, schema string) string {
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " search_path=" + schema
+	return testenv.WithSearchPath(t, dsn, schema)
 }
 
 func opener() (storetest.Opener, func(t *testing.T) string) {
