@@ -244,9 +244,6 @@ func (f *Follower) Status() Status {
 	return f.status
 }
 
-// Dir returns the folder.
-func (f *Follower) Dir() string { return f.dir }
-
 // WaitWritten waits until the files hold every record up to seq or ctx
 // ends; it returns ctx.Err() then. (Only a writing Follower gets there.)
 func (f *Follower) WaitWritten(ctx context.Context, seq int64) error {

@@ -37,15 +37,6 @@ func appendN(t *testing.T, st store.Store, n int, tag string) {
 	}
 }
 
-func head(t *testing.T, st store.Store) int64 {
-	t.Helper()
-	h, err := st.AuditHead(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h.Seq
-}
-
 func wait(t *testing.T, f *trail.Follower, seq int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -19,10 +19,6 @@ func baseDSN(t testing.TB) string { return testenv.PostgresDSN(t) }
 // freshSchema returns a DSN on a fresh schema, dropped when t ends.
 func freshSchema(t testing.TB) string { return testenv.PostgresSchema(t) }
 
-func withSearchPath(t testing.TB, dsn, schema string) string {
-	return testenv.WithSearchPath(t, dsn, schema)
-}
-
 func opener() (storetest.Opener, func(t *testing.T) string) {
 	var (
 		mu   sync.Mutex
