@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -350,17 +349,4 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	b.Error.Kind = kind
 	b.Error.Message = armory.Message(err)
 	writeJSON(w, status, b)
-}
-
-// storeErr maps the store's sentinel errors to error kinds.
-func storeErr(op string, err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return armory.E(op, armory.KindNotFound, strings.TrimPrefix(err.Error(), "store: "))
-	case errors.Is(err, store.ErrConflict):
-		return armory.E(op, armory.KindConflict, err.Error())
-	case errors.Is(err, store.ErrInvalid):
-		return armory.E(op, armory.KindInvalid, err.Error())
-	}
-	return armory.E(op, armory.KindUnavailable, "the store failed", err)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -27,11 +28,11 @@ func (a *app) sessionCmd() *cobra.Command {
 			}
 			counters, err := st.Counters(ctx, args[0])
 			if err != nil {
-				return storeErr("session show", err)
+				return store.Err("session show", err)
 			}
 			overrides, err := st.LimitOverrides(ctx, args[0])
 			if err != nil {
-				return storeErr("session show", err)
+				return store.Err("session show", err)
 			}
 			p, err := guard.New(h, guard.Options{Store: st})
 			if err != nil {
@@ -88,7 +89,7 @@ func (a *app) sessionCmd() *cobra.Command {
 				return err
 			}
 			if err := st.SetLimitOverride(ctx, args[0], name, n); err != nil {
-				return storeErr("session extend", err)
+				return store.Err("session extend", err)
 			}
 			fmt.Fprintf(a.stdout, "session %s: %s is now %d\n", args[0], name, n)
 			return nil
@@ -105,7 +106,7 @@ func (a *app) sessionCmd() *cobra.Command {
 				return err
 			}
 			if err := st.ResetSession(ctx, args[0]); err != nil {
-				return storeErr("session reset", err)
+				return store.Err("session reset", err)
 			}
 			fmt.Fprintf(a.stdout, "session %s reset\n", args[0])
 			return nil
