@@ -162,7 +162,7 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	o := s.execute(r.Context(), c)
-	writeJSON(w, http.StatusOK, o)
+	writeJSON(w, callStatus(o), o)
 }
 
 func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {

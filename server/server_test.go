@@ -625,13 +625,13 @@ func TestREST(t *testing.T) {
 	for _, tc := range []struct {
 		name, req string
 		status    int
-		outcome   string // status in the outcome, for 200s
+		outcome   string // status in the outcome, for a call that ran the pipeline
 		kind      string // error kind otherwise
 	}{
 		{"success", `{"tool":"workspace.write","args":{"path":"a","content":"A"},"task":"t-1"}`, 200, "success", ""},
-		{"unknown tool is an outcome", `{"tool":"no.such"}`, 200, "error", ""},
-		{"bad args is an outcome", `{"tool":"workspace.write","args":{"path":1}}`, 200, "blocked", ""},
-		{"pending", `{"tool":"workspace.delete","args":{"path":"a"}}`, 200, "pending", ""},
+		{"unknown tool is an outcome", `{"tool":"no.such"}`, 404, "error", ""},
+		{"bad args is an outcome", `{"tool":"workspace.write","args":{"path":1}}`, 400, "error", ""},
+		{"pending", `{"tool":"workspace.delete","args":{"path":"a"}}`, 202, "pending", ""},
 		{"bad JSON", `{"tool":`, 400, "", "invalid"},
 		{"unknown field", `{"tool":"workspace.read","argz":{}}`, 400, "", "invalid"},
 		{"trailing data", `{"tool":"workspace.read"} {}`, 400, "", "invalid"},
@@ -645,8 +645,8 @@ func TestREST(t *testing.T) {
 			t.Errorf("%s: %d %s", tc.name, s, b)
 			continue
 		}
-		if tc.status == 200 {
-			if m["status"] != tc.outcome && !(tc.outcome == "blocked" && m["status"] == "error") {
+		if tc.outcome != "" {
+			if m["status"] != tc.outcome {
 				t.Errorf("%s: outcome %v", tc.name, b)
 			}
 		} else if kindOf(t, b) != tc.kind {
@@ -672,14 +672,14 @@ func TestREST(t *testing.T) {
 
 	// Sessions belong to the agent: a reviewer cannot spend the
 	// architect's session caps by naming its session.
-	if s, m, b := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"architect:default"}`); s != 200 || m["call_id"] == "" {
+	if s, m, b := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"architect:default"}`); s != 404 || m["call_id"] == "" {
 		t.Fatalf("reviewer call: %d %s", s, b)
 	}
 	recs, _ := e.st.ListAudit(context.Background(), store.AuditFilter{Agent: "reviewer"})
 	if len(recs) == 0 || recs[0].Session != "reviewer:architect:default" {
 		t.Fatalf("reviewer session: %+v", recs)
 	}
-	if s, m, _ := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"reviewer:mine"}`); s != 200 || m["call_id"] == "" {
+	if s, m, _ := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"reviewer:mine"}`); s != 404 || m["call_id"] == "" {
 		t.Fatal("own session")
 	}
 	recs, _ = e.st.ListAudit(context.Background(), store.AuditFilter{Agent: "reviewer", Limit: 1})
@@ -761,7 +761,7 @@ func TestGracefulShutdownDrainsCalls(t *testing.T) {
 	// The in-flight call was given its drain time, then cancelled: its
 	// client still got a complete answer.
 	r := <-got
-	if r.status != 200 || !strings.Contains(r.body, `"status":"pending"`) {
+	if r.status != 202 || !strings.Contains(r.body, `"status":"pending"`) {
 		t.Fatalf("in-flight call: %d %s", r.status, r.body)
 	}
 	if _, err := http.Get(e.url + "/healthz"); err == nil {
