@@ -124,7 +124,7 @@ func TestErrorKinds(t *testing.T) {
 		}
 		names[k.String()] = true
 	}
-	if last := Kinds()[len(Kinds())-1]; last != KindTooLarge || (last + 1).String() != "other" {
+	if last := Kinds()[len(Kinds())-1]; last != KindTooLarge || (last+1).String() != "other" {
 		t.Errorf("Kinds ends at %s", last)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
 )
 
 func appendFile(t *testing.T, path, text string) {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
-
 )
 
 type callOut struct {
