@@ -539,10 +539,13 @@ func TestMCPApprovalWhileClientWaits(t *testing.T) {
 	ev.waitFor(t, func(x guard.Event) bool {
 		return x.Kind == guard.EventCallFinished && x.Tool == "workspace.delete" && x.Status == "success"
 	})
-	// Deciding again is a conflict; an unknown approval is not found.
-	if s, b, _ := e.do("POST", "/api/approvals/"+id+"/deny", e.admin, ""); s != 409 || kindOf(t, b) != "conflict" {
+	// Deciding again is a conflict naming who decided; an unknown approval is not found.
+	if s, b, _ := e.do("POST", "/api/approvals/"+id+"/deny", e.admin, ""); s != 409 || kindOf(t, b) != "conflict" ||
+		!strings.Contains(b, "is already decided (approved by human at ") {
 		t.Errorf("second decision: %d %s", s, b)
 	}
+	// The decision is audited once, naming the decider, the reason and the surface.
+	checkDecisionRecord(t, e.st, id, "human", "approved", "ok by me", "rest")
 	if s, b, _ := e.do("POST", "/api/approvals/nope/approve", e.admin, ""); s != 404 || kindOf(t, b) != "not_found" {
 		t.Errorf("unknown approval: %d %s", s, b)
 	}
@@ -927,5 +930,30 @@ func TestProtocolRevisions(t *testing.T) {
 	call(modern, mcp.Meta{server.MetaSession: "reviewer:default"})
 	if got := lastSession(); got != "architect:reviewer:default" {
 		t.Errorf("a foreign session name: %q", got)
+	}
+}
+
+// checkDecisionRecord checks that approval id has exactly one decision
+// entry in the audit trail, naming the decider, the decision, the reason
+// and the surface.
+func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason, via string) {
+	t.Helper()
+	recs, err := st.ListAudit(context.Background(), store.AuditFilter{Tool: "approval.decide", Limit: store.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*audit.Record
+	for _, r := range recs {
+		if r.ApprovalID == id {
+			got = append(got, r)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("decision entries of %s: %d, want 1", id, len(got))
+	}
+	var args map[string]string
+	if r := got[0]; json.Unmarshal(r.Args, &args) != nil || r.Agent != by || r.DecidedBy != by || r.Status != audit.StatusSuccess ||
+		args["id"] != id || args["decision"] != decision || args["reason"] != reason || args["via"] != via {
+		t.Fatalf("decision entry = %+v (args %s)", r, r.Args)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite"
+
+	"github.com/armory-dev/armory/audit"
 )
 
 type callOut struct {
@@ -92,8 +94,25 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	if r = armoryCmd(t, env, "approvals", "approve", pending.ApprovalID, "--reason", "fine"); r.code != 0 {
 		t.Fatalf("approve: %+v", r)
 	}
-	if r = armoryCmd(t, env, "approvals", "deny", pending.ApprovalID); r.code != exitInvalid || !strings.Contains(r.stderr, "already") {
+	if r = armoryCmd(t, env, "approvals", "deny", pending.ApprovalID); r.code != exitInvalid || !strings.Contains(r.stderr, "is already decided (approved by human at ") {
 		t.Fatalf("a second decision is a conflict: %+v", r)
+	}
+	// The decision is audited once, naming the decider, the reason and the surface.
+	r = armoryCmd(t, env, "audit", "--tool", "approval.decide", "--json")
+	var decisions []audit.Record
+	if err := json.Unmarshal([]byte(r.stdout), &decisions); err != nil || r.code != 0 {
+		t.Fatalf("audit: %v %+v", err, r)
+	}
+	var mine []audit.Record
+	for _, d := range decisions {
+		if d.ApprovalID == pending.ApprovalID {
+			mine = append(mine, d)
+		}
+	}
+	var dargs map[string]string
+	if len(mine) != 1 || json.Unmarshal(mine[0].Args, &dargs) != nil || mine[0].Agent != "human" || mine[0].DecidedBy != "human" ||
+		dargs["decision"] != "approved" || dargs["reason"] != "fine" || dargs["via"] != "cli" || dargs["id"] != pending.ApprovalID {
+		t.Fatalf("decision entries: %+v", mine)
 	}
 	r = armoryCmd(t, env, "call", "--resume", pending.ApprovalID)
 	first := callJSON(t, r)
