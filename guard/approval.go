@@ -175,10 +175,13 @@ func (p *Pipeline) EscalateExpired(ctx context.Context, id string) (*store.Appro
 		return nil, err
 	}
 	if a.Status == store.StatusPending && strings.HasPrefix(a.Route, "agent:") && p.opts.Now().Sub(a.CreatedAt) >= p.h.World.Policy.ApprovalTimeout {
-		err := p.st.DecideApproval(ctx, id, store.StatusEscalated, "armory",
-			fmt.Sprintf("approval agent %s did not decide within %s", strings.TrimPrefix(a.Route, "agent:"), p.h.World.Policy.ApprovalTimeout))
+		why := fmt.Sprintf("approval agent %s did not decide within %s", strings.TrimPrefix(a.Route, "agent:"), p.h.World.Policy.ApprovalTimeout)
+		err := p.st.DecideApproval(ctx, id, store.StatusEscalated, "armory", why)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return nil, err
+		}
+		if err == nil { // audited once, by the process that escalated
+			_ = p.auditDecision(ctx, a, store.StatusEscalated, "armory", why, ViaTimeout)
 		}
 		p.emit(Event{Kind: EventApprovalDecided, Agent: a.Agent, Tool: a.Tool, ApprovalID: id, Status: string(store.StatusEscalated)})
 		return p.st.GetApproval(ctx, id)

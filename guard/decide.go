@@ -21,6 +21,9 @@ const (
 	ViaREST = "rest" // POST /api/approvals/{id}/approve|deny
 	ViaCLI  = "cli"  // armory approvals approve|deny
 	ViaTool = "tool" // an approval agent's approval.decide call
+	// ViaTimeout is Armory escalating (decided_by "armory") a request an
+	// approval agent did not decide within the world's approval_timeout.
+	ViaTimeout = "timeout"
 )
 
 // Decision is one decision on an approval request.
@@ -88,17 +91,24 @@ func (p *Pipeline) Decide(ctx context.Context, d Decision) (*store.Approval, err
 	} else {
 		ap.Status, ap.DecidedBy, ap.DecisionReason = d.Status, by, d.Reason
 	}
-	args, _ := json.Marshal(map[string]string{"id": d.ID, "decision": string(d.Status), "reason": d.Reason, "via": d.Via})
-	rec := &audit.Record{
-		ID: audit.NewID(), Time: p.opts.Now(), Phase: audit.PhaseFinish, Agent: by, Session: ap.Session, Task: ap.Task,
-		Tool: op, Args: audit.Redact(args), Permission: ap.Level, ApprovalID: d.ID, DecidedBy: by, Status: audit.StatusSuccess,
-		Result: audit.Summary(fmt.Sprintf("approval %s (%s → %s): %s by %s via %s: %s", d.ID, ap.Agent, ap.Tool, d.Status, by, d.Via, orNone(d.Reason))),
-	}
 	p.emit(Event{Kind: EventApprovalDecided, Agent: ap.Agent, Session: ap.Session, Tool: ap.Tool, ApprovalID: d.ID, Status: string(d.Status), Message: "by " + by})
-	if err := p.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
+	if err := p.auditDecision(ctx, ap, d.Status, by, d.Reason, d.Via); err != nil {
 		return ap, armory.E(op, armory.KindUnavailable, fmt.Sprintf("approval %s is %s, but its audit entry could not be written", d.ID, d.Status), err)
 	}
 	return ap, nil
+}
+
+// auditDecision writes the one audit entry of a decision on approval ap:
+// tool approval.decide, agent and decided_by the decider, args {id,
+// decision, reason, via}.
+func (p *Pipeline) auditDecision(ctx context.Context, ap *store.Approval, status store.ApprovalStatus, by, reason, via string) error {
+	args, _ := json.Marshal(map[string]string{"id": ap.ID, "decision": string(status), "reason": reason, "via": via})
+	rec := &audit.Record{
+		ID: audit.NewID(), Time: p.opts.Now(), Phase: audit.PhaseFinish, Agent: by, Session: ap.Session, Task: ap.Task,
+		Tool: "approval.decide", Args: audit.Redact(args), Permission: ap.Level, ApprovalID: ap.ID, DecidedBy: by, Status: audit.StatusSuccess,
+		Result: audit.Summary(fmt.Sprintf("approval %s (%s → %s): %s by %s via %s: %s", ap.ID, ap.Agent, ap.Tool, status, by, via, orNone(reason))),
+	}
+	return p.appendAudit(context.WithoutCancel(ctx), rec)
 }
 
 // alreadyDecided is the refusal of a second decision, the same on every

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
@@ -87,4 +88,33 @@ func TestDecideOnePath(t *testing.T) {
 	if err := f.st.VerifyAudit(ctx); err != nil {
 		t.Fatalf("the chain with decision entries: %v", err)
 	}
+}
+
+// TestEscalationAudited: a request an approval agent leaves undecided past
+// approval_timeout is escalated to the human queue once, with one decision
+// entry (decided_by armory, via timeout), however many callers notice.
+func TestEscalationAudited(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("dev", "test.always", `{"q":3}`)
+	if o.Status != audit.StatusPending {
+		t.Fatalf("outcome = %+v", o)
+	}
+	// approval_timeout is 300ms in the test world: poll (bounded) until it has passed.
+	ctx := context.Background()
+	var cur *store.Approval
+	for range 500 {
+		var err error
+		if cur, err = f.p.EscalateExpired(ctx, o.ApprovalID); err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status != store.StatusPending {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cur.Status != store.StatusEscalated || cur.DecidedBy != "armory" {
+		t.Fatalf("escalation = %+v", cur)
+	}
+	f.p.EscalateExpired(ctx, o.ApprovalID) // a second look changes nothing
+	checkDecisionRecord(t, f.st, o.ApprovalID, "armory", "escalated", cur.DecisionReason, ViaTimeout)
 }
