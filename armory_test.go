@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -114,24 +113,19 @@ func TestErrorKinds(t *testing.T) {
 	if Message(cause) != "cannot open: disk full" {
 		t.Errorf("Message = %q", Message(cause))
 	}
-	// One mapping for every surface.
-	for k, want := range map[Kind][2]int{
-		KindInvalid: {http.StatusBadRequest, ExitInvalid}, KindNotFound: {http.StatusNotFound, ExitInvalid},
-		KindPermission: {http.StatusForbidden, ExitBlocked}, KindBlocked: {http.StatusForbidden, ExitBlocked},
-		KindDenied: {http.StatusForbidden, ExitBlocked}, KindUnauthenticated: {http.StatusUnauthorized, ExitInvalid},
-		KindConflict: {http.StatusConflict, ExitInvalid}, KindPending: {http.StatusAccepted, ExitPending},
-		KindTimeout: {http.StatusGatewayTimeout, ExitFailure}, KindUnavailable: {http.StatusServiceUnavailable, ExitFailure},
-		KindInternal: {http.StatusInternalServerError, ExitFailure}, KindUsage: {http.StatusBadRequest, ExitUsage},
-		KindTooLarge: {http.StatusRequestEntityTooLarge, ExitInvalid},
-	} {
-		if HTTPStatus(k) != want[0] || ExitCode(k) != want[1] {
-			t.Errorf("%s: HTTP %d exit %d, want %v", k, HTTPStatus(k), ExitCode(k), want)
-		}
+	// Kinds lists every kind once, each with its own name (the surfaces'
+	// tables are tested against it).
+	names := map[string]bool{}
+	for i, k := range Kinds() {
 		var back Kind
 		b, _ := k.MarshalText()
-		if back.UnmarshalText(b); back != k {
-			t.Errorf("%s does not round-trip as text", k)
+		if back.UnmarshalText(b); back != k || int(k) != i || names[k.String()] {
+			t.Errorf("%s does not round-trip as text, or is listed twice", k)
 		}
+		names[k.String()] = true
+	}
+	if last := Kinds()[len(Kinds())-1]; last != KindTooLarge || (last+1).String() != "other" {
+		t.Errorf("Kinds ends at %s", last)
 	}
 }
 

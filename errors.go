@@ -2,12 +2,13 @@ package armory
 
 import (
 	"errors"
-	"net/http"
 	"strings"
 )
 
-// Kind classifies an error. Surfaces map kinds to HTTP statuses, MCP errors
-// and exit codes in exactly one place: HTTPStatus and ExitCode below.
+// Kind classifies an error (and the outcome of a call that did not
+// succeed). Each surface maps kinds in exactly one table: the HTTP status
+// in package server, the exit code in the armory command; both tables are
+// tested against every kind (Kinds).
 type Kind uint8
 
 // Error kinds.
@@ -29,6 +30,15 @@ const (
 )
 
 var kindNames = [...]string{"other", "invalid", "not_found", "permission", "unauthenticated", "conflict", "blocked", "denied", "pending", "timeout", "unavailable", "internal", "usage", "too_large"}
+
+// Kinds lists every kind, for tables that must map each one.
+func Kinds() []Kind {
+	out := make([]Kind, len(kindNames))
+	for i := range out {
+		out[i] = Kind(i)
+	}
+	return out
+}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
@@ -126,56 +136,4 @@ func Message(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-// HTTPStatus maps a kind to an HTTP status code.
-func HTTPStatus(k Kind) int {
-	switch k {
-	case KindInvalid, KindUsage:
-		return http.StatusBadRequest
-	case KindTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case KindNotFound:
-		return http.StatusNotFound
-	case KindPermission, KindBlocked, KindDenied:
-		return http.StatusForbidden
-	case KindUnauthenticated:
-		return http.StatusUnauthorized
-	case KindConflict:
-		return http.StatusConflict
-	case KindPending:
-		return http.StatusAccepted
-	case KindTimeout:
-		return http.StatusGatewayTimeout
-	case KindUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-// Exit codes of the armory command.
-const (
-	ExitOK      = 0  // success
-	ExitFailure = 1  // a tool ran and failed, or an internal error
-	ExitInvalid = 2  // bad world, unknown agent or tool, bad input
-	ExitBlocked = 3  // blocked or denied by policy
-	ExitPending = 4  // waiting for an approval
-	ExitUsage   = 64 // command line used wrongly (BSD EX_USAGE)
-)
-
-// ExitCode maps a kind to the exit code of the armory command.
-func ExitCode(k Kind) int {
-	switch k {
-	case KindOther:
-		return ExitFailure
-	case KindUsage:
-		return ExitUsage
-	case KindInvalid, KindNotFound, KindConflict, KindUnauthenticated, KindTooLarge:
-		return ExitInvalid
-	case KindPermission, KindBlocked, KindDenied:
-		return ExitBlocked
-	case KindPending:
-		return ExitPending
-	}
-	return ExitFailure
 }

@@ -175,10 +175,13 @@ func (p *Pipeline) EscalateExpired(ctx context.Context, id string) (*store.Appro
 		return nil, err
 	}
 	if a.Status == store.StatusPending && strings.HasPrefix(a.Route, "agent:") && p.opts.Now().Sub(a.CreatedAt) >= p.h.World.Policy.ApprovalTimeout {
-		err := p.st.DecideApproval(ctx, id, store.StatusEscalated, "armory",
-			fmt.Sprintf("approval agent %s did not decide within %s", strings.TrimPrefix(a.Route, "agent:"), p.h.World.Policy.ApprovalTimeout))
+		why := fmt.Sprintf("approval agent %s did not decide within %s", strings.TrimPrefix(a.Route, "agent:"), p.h.World.Policy.ApprovalTimeout)
+		err := p.st.DecideApproval(ctx, id, store.StatusEscalated, "armory", why)
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return nil, err
+		}
+		if err == nil { // audited once, by the process that escalated
+			_ = p.auditDecision(ctx, a, store.StatusEscalated, "armory", why, ViaTimeout)
 		}
 		p.emit(Event{Kind: EventApprovalDecided, Agent: a.Agent, Tool: a.Tool, ApprovalID: id, Status: string(store.StatusEscalated)})
 		return p.st.GetApproval(ctx, id)
@@ -410,29 +413,9 @@ func (t *approvalDecide) Execute(ctx context.Context, inv armory.Invocation) arm
 	if err := json.Unmarshal(inv.Args, &a); err != nil {
 		return armory.Failf(armory.KindInvalid, "bad arguments: %v", err)
 	}
-	me := inv.Agent.ID
-	ap, err := t.p.st.GetApproval(ctx, a.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return armory.Failf(armory.KindNotFound, "no approval %s", a.ID)
-	} else if err != nil {
-		return armory.Failf(armory.KindUnavailable, "cannot read approval: %v", err)
-	}
-	switch {
-	case ap.Agent == me:
-		return armory.Failf(armory.KindPermission, "you cannot decide your own call (approval %s); it goes to a human", a.ID)
-	case ap.Route != store.RouteAgent(me) || !covers(t.p.scopeOf(me), ap.Tool):
-		return armory.Failf(armory.KindPermission, "approval %s is not routed to you", a.ID)
-	}
-	if cur, err := t.p.EscalateExpired(ctx, a.ID); err == nil && cur.Status != store.StatusPending {
-		return armory.Failf(armory.KindConflict, "approval %s is %s (decided by %s); too late", a.ID, cur.Status, cur.DecidedBy)
-	}
 	status := map[string]store.ApprovalStatus{"approve": store.StatusApproved, "deny": store.StatusDenied, "escalate": store.StatusEscalated}[a.Decision]
-	if err := t.p.st.DecideApproval(ctx, a.ID, status, me, a.Reason); err != nil {
-		if errors.Is(err, store.ErrConflict) {
-			return armory.Failf(armory.KindConflict, "approval %s was already decided", a.ID)
-		}
-		return armory.Failf(armory.KindUnavailable, "cannot record the decision: %v", err)
+	if _, err := t.p.Decide(ctx, Decision{ID: a.ID, Status: status, Agent: inv.Agent.ID, Reason: a.Reason, Via: ViaTool}); err != nil {
+		return armory.FailErr(err)
 	}
-	t.p.emit(Event{Kind: EventApprovalDecided, Agent: ap.Agent, Tool: ap.Tool, ApprovalID: a.ID, Status: string(status), Message: "by " + me})
 	return armory.OK(fmt.Sprintf("approval %s: %s", a.ID, status))
 }

@@ -56,7 +56,7 @@ func TestHumanApprovalResumeRunsOnce(t *testing.T) {
 		t.Fatalf("the tool ran %d times for one approval", n)
 	}
 	r3 := f.p.Execute(context.Background(), Call{Agent: "plain", Tool: "test.confirm", Args: json.RawMessage(`{"x":2}`), Resume: id})
-	if r3.Kind != armory.KindConflict || r3.ExitCode() != armory.ExitInvalid {
+	if r3.Kind != armory.KindConflict || r3.Status != audit.StatusError {
 		t.Fatalf("resume with other arguments is a conflict: %+v", r3)
 	}
 	if r := f.p.Execute(context.Background(), Call{Agent: "dev", Resume: id}); r.Kind != armory.KindConflict {

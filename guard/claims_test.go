@@ -118,7 +118,7 @@ func TestApprovedCallKilledMidRunIsInterrupted(t *testing.T) {
 
 	// The wait covers the dead process's lease, however loaded the machine.
 	o := f.p.Execute(ctx, Call{Resume: id, Wait: time.Minute})
-	if o.Status != audit.StatusInterrupted || !strings.HasPrefix(o.Result, InterruptedResult) || o.ApprovalID != id || o.ExitCode() != armory.ExitFailure ||
+	if o.Status != audit.StatusInterrupted || !strings.HasPrefix(o.Result, InterruptedResult) || o.ApprovalID != id || o.Kind != armory.KindUnavailable ||
 		o.CallID == callID || !strings.Contains(strings.Join(o.Reasons, " "), callID) {
 		t.Fatalf("resume after the kill: %+v", o)
 	}

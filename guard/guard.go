@@ -165,26 +165,11 @@ type Outcome struct {
 	Permission string            `json:"permission,omitempty"`
 	Stages     []audit.Stage     `json:"stages,omitempty"`
 	Artifacts  []armory.Artifact `json:"artifacts,omitempty"`
-	// Kind classifies a failure (for exit codes and HTTP statuses).
+	// Kind classifies every outcome but a success (KindPending, KindBlocked,
+	// KindDenied, KindTimeout, …; KindOther for a tool failure the tool did
+	// not classify). The surfaces map it: the HTTP status in server, the
+	// exit code in the armory command.
 	Kind armory.Kind `json:"-"`
-}
-
-// ExitCode maps the outcome to the armory command's exit code: 0 success,
-// 1 tool error, 3 blocked or denied, 4 pending, 2 for an unknown agent or
-// tool or invalid arguments.
-func (o Outcome) ExitCode() int {
-	switch o.Status {
-	case audit.StatusSuccess:
-		return armory.ExitOK
-	case audit.StatusBlocked, audit.StatusDenied:
-		return armory.ExitBlocked
-	case audit.StatusPending:
-		return armory.ExitPending
-	}
-	if o.Kind == armory.KindNotFound || o.Kind == armory.KindInvalid || o.Kind == armory.KindConflict {
-		return armory.ExitInvalid
-	}
-	return armory.ExitFailure
 }
 
 // state is one call as it moves through the stages.
@@ -346,6 +331,7 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 	case res.Success:
 	case res.Kind == armory.KindTimeout || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		status = audit.StatusTimeout
+		res.Kind = armory.KindTimeout
 	default:
 		status = audit.StatusError
 	}

@@ -220,7 +220,7 @@ func (f *fixture) records(t *testing.T, callID string) []*audit.Record {
 func TestSuccessIsAuditedBeforeAndAfter(t *testing.T) {
 	f := newFixture(t)
 	o := f.call("dev", "test.noop", `{"token":"sk-ant-REDACTME0123456789abcdefghij"}`)
-	if o.Status != audit.StatusSuccess || o.ExitCode() != 0 || o.CallID == "" {
+	if o.Status != audit.StatusSuccess || o.Kind != armory.KindOther || o.CallID == "" {
 		t.Fatalf("outcome = %+v", o)
 	}
 	recs := f.records(t, o.CallID)
@@ -247,34 +247,34 @@ func TestRefusals(t *testing.T) {
 	tests := []struct {
 		name, agent, tool, args string
 		status                  audit.Status
-		exit                    int
+		kind                    armory.Kind
 		text                    string
 	}{
-		{"unknown tool", "dev", "test.nope", `{}`, audit.StatusError, armory.ExitInvalid, "Unknown tool: test.nope"},
-		{"unknown agent", "ghost", "test.noop", `{}`, audit.StatusError, armory.ExitInvalid, `unknown agent "ghost"`},
-		{"schema: missing", "dev", "test.args", `{}`, audit.StatusError, armory.ExitInvalid, "Invalid arguments for test.args"},
-		{"schema: type", "dev", "test.args", `{"n":"x"}`, audit.StatusError, armory.ExitInvalid, "Invalid arguments for test.args"},
-		{"schema: extra", "dev", "test.args", `{"n":1,"m":2}`, audit.StatusError, armory.ExitInvalid, "Invalid arguments"},
-		{"not an object", "dev", "test.noop", `[1]`, audit.StatusError, armory.ExitInvalid, "must be a JSON object"},
-		{"not JSON", "dev", "test.noop", `{`, audit.StatusError, armory.ExitInvalid, "not valid JSON"},
-		{"catastrophic, trusted + auto override", "ops", "test.shell", `{"command":"sudo rm -rf / --no-preserve-root"}`, audit.StatusBlocked, armory.ExitBlocked, "Blocked catastrophic command: sudo rm -rf / --no-preserve-root"},
-		{"catastrophic in a pipeline", "dev", "test.shell", `{"command":"echo hi && git push --force origin main"}`, audit.StatusBlocked, armory.ExitBlocked, "Blocked catastrophic command"},
-		{"parse error fails closed", "ops", "test.shell", `{"command":"echo 'unclosed"}`, audit.StatusBlocked, armory.ExitBlocked, "Blocked"},
-		{"veto trigger", "dev", "test.noop", `{"target":"the PRODUCTION-DB host"}`, audit.StatusBlocked, armory.ExitBlocked, "VETOED by pattern 'no-prod': never touch the production database"},
-		{"veto trigger hidden by JSON escapes", "dev", "test.noop", `{"target":"\u0070roduction\u002ddb"}`, audit.StatusBlocked, armory.ExitBlocked, "VETOED by pattern 'no-prod'"},
-		{"veto trigger in a key", "dev", "test.noop", `{"production-db":1}`, audit.StatusBlocked, armory.ExitBlocked, "VETOED by pattern 'no-prod'"},
-		{"veto trigger nested", "dev", "test.noop", `{"a":[{"b":"x production-db y"}]}`, audit.StatusBlocked, armory.ExitBlocked, "VETOED by pattern 'no-prod'"},
-		{"deny by manifest", "plain", "test.deny", `{}`, audit.StatusDenied, armory.ExitBlocked, "Denied: test.deny"},
-		{"deny by world default", "plain", "test.worlddefault", `{}`, audit.StatusDenied, armory.ExitBlocked, "world's permission rule"},
-		{"restricted profile: terminal", "locked", "test.shell", `{"command":"ls"}`, audit.StatusDenied, armory.ExitBlocked, "profile restricted"},
-		{"restricted profile: file write", "locked", "test.write", `{"path":"a"}`, audit.StatusDenied, armory.ExitBlocked, "profile restricted"},
+		{"unknown tool", "dev", "test.nope", `{}`, audit.StatusError, armory.KindNotFound, "Unknown tool: test.nope"},
+		{"unknown agent", "ghost", "test.noop", `{}`, audit.StatusError, armory.KindNotFound, `unknown agent "ghost"`},
+		{"schema: missing", "dev", "test.args", `{}`, audit.StatusError, armory.KindInvalid, "Invalid arguments for test.args"},
+		{"schema: type", "dev", "test.args", `{"n":"x"}`, audit.StatusError, armory.KindInvalid, "Invalid arguments for test.args"},
+		{"schema: extra", "dev", "test.args", `{"n":1,"m":2}`, audit.StatusError, armory.KindInvalid, "Invalid arguments"},
+		{"not an object", "dev", "test.noop", `[1]`, audit.StatusError, armory.KindInvalid, "must be a JSON object"},
+		{"not JSON", "dev", "test.noop", `{`, audit.StatusError, armory.KindInvalid, "not valid JSON"},
+		{"catastrophic, trusted + auto override", "ops", "test.shell", `{"command":"sudo rm -rf / --no-preserve-root"}`, audit.StatusBlocked, armory.KindBlocked, "Blocked catastrophic command: sudo rm -rf / --no-preserve-root"},
+		{"catastrophic in a pipeline", "dev", "test.shell", `{"command":"echo hi && git push --force origin main"}`, audit.StatusBlocked, armory.KindBlocked, "Blocked catastrophic command"},
+		{"parse error fails closed", "ops", "test.shell", `{"command":"echo 'unclosed"}`, audit.StatusBlocked, armory.KindBlocked, "Blocked"},
+		{"veto trigger", "dev", "test.noop", `{"target":"the PRODUCTION-DB host"}`, audit.StatusBlocked, armory.KindBlocked, "VETOED by pattern 'no-prod': never touch the production database"},
+		{"veto trigger hidden by JSON escapes", "dev", "test.noop", `{"target":"\u0070roduction\u002ddb"}`, audit.StatusBlocked, armory.KindBlocked, "VETOED by pattern 'no-prod'"},
+		{"veto trigger in a key", "dev", "test.noop", `{"production-db":1}`, audit.StatusBlocked, armory.KindBlocked, "VETOED by pattern 'no-prod'"},
+		{"veto trigger nested", "dev", "test.noop", `{"a":[{"b":"x production-db y"}]}`, audit.StatusBlocked, armory.KindBlocked, "VETOED by pattern 'no-prod'"},
+		{"deny by manifest", "plain", "test.deny", `{}`, audit.StatusDenied, armory.KindDenied, "Denied: test.deny"},
+		{"deny by world default", "plain", "test.worlddefault", `{}`, audit.StatusDenied, armory.KindDenied, "world's permission rule"},
+		{"restricted profile: terminal", "locked", "test.shell", `{"command":"ls"}`, audit.StatusDenied, armory.KindDenied, "profile restricted"},
+		{"restricted profile: file write", "locked", "test.write", `{"path":"a"}`, audit.StatusDenied, armory.KindDenied, "profile restricted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.tools["test.shell"].runs.Load() + f.tools["test.noop"].runs.Load()
 			o := f.call(tc.agent, tc.tool, tc.args)
-			if o.Status != tc.status || o.ExitCode() != tc.exit || !strings.Contains(o.Result, tc.text) {
-				t.Fatalf("outcome = %s %d %q\nwant %s %d containing %q\nreasons %v", o.Status, o.ExitCode(), o.Result, tc.status, tc.exit, tc.text, o.Reasons)
+			if o.Status != tc.status || o.Kind != tc.kind || !strings.Contains(o.Result, tc.text) {
+				t.Fatalf("outcome = %s %s %q\nwant %s %s containing %q\nreasons %v", o.Status, o.Kind, o.Result, tc.status, tc.kind, tc.text, o.Reasons)
 			}
 			if after := f.tools["test.shell"].runs.Load() + f.tools["test.noop"].runs.Load(); after != before {
 				t.Fatal("a refused call ran")
@@ -309,7 +309,7 @@ func TestPermissionLevels(t *testing.T) {
 		if o.Status != tc.want || o.Permission != tc.level {
 			t.Errorf("%s %s %s: %s at %s, want %s at %s (%v)", tc.agent, tc.tool, tc.args, o.Status, o.Permission, tc.want, tc.level, o.Reasons)
 		}
-		if o.Status == audit.StatusPending && (o.ApprovalID == "" || o.ExitCode() != armory.ExitPending || !strings.Contains(o.Human, "armory call --resume "+o.ApprovalID) || strings.Contains(o.Result, "armory ") || !strings.Contains(o.Result, "call this tool again")) {
+		if o.Status == audit.StatusPending && (o.ApprovalID == "" || o.Kind != armory.KindPending || !strings.Contains(o.Human, "armory call --resume "+o.ApprovalID) || strings.Contains(o.Result, "armory ") || !strings.Contains(o.Result, "call this tool again")) {
 			t.Errorf("pending outcome must name the approval and how to resume: %+v", o)
 		}
 	}

@@ -37,7 +37,7 @@ func CreateToken(ctx context.Context, st store.Store, agent string, admin bool, 
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 	t := &store.Token{Hash: HashToken(secret), Admin: admin, Agent: agent, Name: name}
 	if err := st.CreateToken(ctx, t); err != nil {
-		return "", nil, storeErr("token", err)
+		return "", nil, store.Err("token", err)
 	}
 	return secret, t, nil
 }
@@ -47,7 +47,7 @@ func CreateToken(ctx context.Context, st store.Store, agent string, admin bool, 
 func EnsureAdminToken(ctx context.Context, st store.Store) (string, error) {
 	ts, err := st.ListTokens(ctx)
 	if err != nil {
-		return "", storeErr("token", err)
+		return "", store.Err("token", err)
 	}
 	for _, t := range ts {
 		if t.Admin && t.RevokedAt.IsZero() {
@@ -89,7 +89,7 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 		return nil, errBadToken
 	}
 	if err != nil {
-		return nil, storeErr("auth", err)
+		return nil, store.Err("auth", err)
 	}
 	if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(hash)) != 1 {
 		return nil, errBadToken

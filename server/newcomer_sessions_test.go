@@ -55,8 +55,13 @@ func (e *env) call(t *testing.T, token, agent, body string) restOutcome {
 	t.Helper()
 	code, out, _ := e.do("POST", "/api/agents/"+agent+"/calls", token, body)
 	var o restOutcome
-	if code != 200 || json.Unmarshal([]byte(out), &o) != nil {
+	if json.Unmarshal([]byte(out), &o) != nil || o.Status == "" {
 		t.Fatalf("call: %d %s", code, out)
+	}
+	// The status follows the outcome (docs/mcp.md, REST calls).
+	want := map[string]int{"success": 200, "pending": 202, "blocked": 403, "denied": 403}[o.Status]
+	if want != 0 && code != want {
+		t.Fatalf("call: %s outcome answered %d, want %d: %s", o.Status, code, want, out)
 	}
 	return o
 }

@@ -74,7 +74,7 @@ func TestReplicasShareEventsAndTrail(t *testing.T) {
 
 	status, body, _ := a.do("POST", "/api/agents/architect/calls", admin, `{"tool":"workspace.delete","args":{"path":"x"}}`)
 	var o guard.Outcome
-	if status != 200 || json.Unmarshal([]byte(body), &o) != nil || o.ApprovalID == "" {
+	if status != 202 || json.Unmarshal([]byte(body), &o) != nil || o.ApprovalID == "" {
 		t.Fatalf("call through A: %d %s", status, body)
 	}
 	id := o.ApprovalID

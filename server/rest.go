@@ -162,7 +162,7 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	o := s.execute(r.Context(), c)
-	writeJSON(w, http.StatusOK, o)
+	writeJSON(w, callStatus(o), o)
 }
 
 func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
@@ -180,7 +180,7 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 	for _, st := range statuses {
 		as, err := s.st.ListApprovals(r.Context(), store.ApprovalFilter{Status: st, Agent: q.Get("agent"), Limit: store.MaxLimit})
 		if err != nil {
-			s.writeError(w, r, storeErr("approvals", err))
+			s.writeError(w, r, store.Err("approvals", err))
 			return
 		}
 		out = append(out, as...)
@@ -188,7 +188,9 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.p.ApprovalViews(r.Context(), out)) // with the diff of file changes
 }
 
-// decide records a human decision (decided_by "human") and publishes it.
+// decide records a human decision (decided_by "human") through the
+// pipeline's one decision path (guard.Pipeline.Decide), which audits and
+// publishes it.
 func (s *Server) decide(status store.ApprovalStatus) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -200,18 +202,11 @@ func (s *Server) decide(status store.ApprovalStatus) http.HandlerFunc {
 				return
 			}
 		}
-		id := r.PathValue("id")
-		if err := s.st.DecideApproval(r.Context(), id, status, "human", body.Reason); err != nil {
-			s.writeError(w, r, storeErr("approvals", err))
-			return
-		}
-		a, err := s.st.GetApproval(r.Context(), id)
+		a, err := s.p.Decide(r.Context(), guard.Decision{ID: r.PathValue("id"), Status: status, Reason: body.Reason, Via: guard.ViaREST})
 		if err != nil {
-			s.writeError(w, r, storeErr("approvals", err))
+			s.writeError(w, r, err)
 			return
 		}
-		s.publish(guard.Event{Kind: guard.EventApprovalDecided, Time: time.Now(), Agent: a.Agent, Session: a.Session, Tool: a.Tool,
-			ApprovalID: id, Status: string(status), Message: "by human"})
 		writeJSON(w, http.StatusOK, a)
 	}
 }
@@ -244,7 +239,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	recs, err := s.st.ListAudit(r.Context(), f)
 	if err != nil {
-		s.writeError(w, r, storeErr("audit", err))
+		s.writeError(w, r, store.Err("audit", err))
 		return
 	}
 	if recs == nil {
@@ -288,7 +283,7 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 	if err := s.st.VerifyAudit(r.Context()); err != nil {
 		var ce *audit.ChainError
 		if !errors.As(err, &ce) {
-			s.writeError(w, r, storeErr("audit verify", err))
+			s.writeError(w, r, store.Err("audit verify", err))
 			return
 		}
 		rep.OK, rep.Store = false, err.Error()

@@ -8,7 +8,7 @@
 // What the server adds is transport safety (Host and Origin checks against
 // DNS rebinding, body and time limits), authentication (bearer tokens,
 // scoped to one agent or admin) and one error model: a JSON body
-// {"error":{"kind","message"}} whose status comes from armory.HTTPStatus.
+// {"error":{"kind","message"}} whose status comes from httpStatus (errors.go).
 package server
 
 import (
@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -332,14 +331,14 @@ type errorBody struct {
 }
 
 // writeError writes err as {"error":{"kind","message"}} with the status of
-// its kind (armory.HTTPStatus). A request body over the limit is KindTooLarge (413).
+// its kind (httpStatus). A request body over the limit is KindTooLarge (413).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
 		err = armory.E("", armory.KindTooLarge, fmt.Sprintf("the request body is larger than %d bytes", mb.Limit))
 	}
 	kind := armory.KindOf(err)
-	status := armory.HTTPStatus(kind)
+	status := httpStatus(kind)
 	if kind == armory.KindUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="armory"`)
 	}
@@ -350,17 +349,4 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	b.Error.Kind = kind
 	b.Error.Message = armory.Message(err)
 	writeJSON(w, status, b)
-}
-
-// storeErr maps the store's sentinel errors to error kinds.
-func storeErr(op string, err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return armory.E(op, armory.KindNotFound, strings.TrimPrefix(err.Error(), "store: "))
-	case errors.Is(err, store.ErrConflict):
-		return armory.E(op, armory.KindConflict, err.Error())
-	case errors.Is(err, store.ErrInvalid):
-		return armory.E(op, armory.KindInvalid, err.Error())
-	}
-	return armory.E(op, armory.KindUnavailable, "the store failed", err)
 }

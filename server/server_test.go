@@ -539,10 +539,13 @@ func TestMCPApprovalWhileClientWaits(t *testing.T) {
 	ev.waitFor(t, func(x guard.Event) bool {
 		return x.Kind == guard.EventCallFinished && x.Tool == "workspace.delete" && x.Status == "success"
 	})
-	// Deciding again is a conflict; an unknown approval is not found.
-	if s, b, _ := e.do("POST", "/api/approvals/"+id+"/deny", e.admin, ""); s != 409 || kindOf(t, b) != "conflict" {
+	// Deciding again is a conflict naming who decided; an unknown approval is not found.
+	if s, b, _ := e.do("POST", "/api/approvals/"+id+"/deny", e.admin, ""); s != 409 || kindOf(t, b) != "conflict" ||
+		!strings.Contains(b, "is already decided (approved by human at ") {
 		t.Errorf("second decision: %d %s", s, b)
 	}
+	// The decision is audited once, naming the decider, the reason and the surface.
+	checkDecisionRecord(t, e.st, id, "human", "approved", "ok by me", "rest")
 	if s, b, _ := e.do("POST", "/api/approvals/nope/approve", e.admin, ""); s != 404 || kindOf(t, b) != "not_found" {
 		t.Errorf("unknown approval: %d %s", s, b)
 	}
@@ -625,13 +628,13 @@ func TestREST(t *testing.T) {
 	for _, tc := range []struct {
 		name, req string
 		status    int
-		outcome   string // status in the outcome, for 200s
+		outcome   string // status in the outcome, for a call that ran the pipeline
 		kind      string // error kind otherwise
 	}{
 		{"success", `{"tool":"workspace.write","args":{"path":"a","content":"A"},"task":"t-1"}`, 200, "success", ""},
-		{"unknown tool is an outcome", `{"tool":"no.such"}`, 200, "error", ""},
-		{"bad args is an outcome", `{"tool":"workspace.write","args":{"path":1}}`, 200, "blocked", ""},
-		{"pending", `{"tool":"workspace.delete","args":{"path":"a"}}`, 200, "pending", ""},
+		{"unknown tool is an outcome", `{"tool":"no.such"}`, 404, "error", ""},
+		{"bad args is an outcome", `{"tool":"workspace.write","args":{"path":1}}`, 400, "error", ""},
+		{"pending", `{"tool":"workspace.delete","args":{"path":"a"}}`, 202, "pending", ""},
 		{"bad JSON", `{"tool":`, 400, "", "invalid"},
 		{"unknown field", `{"tool":"workspace.read","argz":{}}`, 400, "", "invalid"},
 		{"trailing data", `{"tool":"workspace.read"} {}`, 400, "", "invalid"},
@@ -645,8 +648,8 @@ func TestREST(t *testing.T) {
 			t.Errorf("%s: %d %s", tc.name, s, b)
 			continue
 		}
-		if tc.status == 200 {
-			if m["status"] != tc.outcome && !(tc.outcome == "blocked" && m["status"] == "error") {
+		if tc.outcome != "" {
+			if m["status"] != tc.outcome {
 				t.Errorf("%s: outcome %v", tc.name, b)
 			}
 		} else if kindOf(t, b) != tc.kind {
@@ -672,14 +675,14 @@ func TestREST(t *testing.T) {
 
 	// Sessions belong to the agent: a reviewer cannot spend the
 	// architect's session caps by naming its session.
-	if s, m, b := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"architect:default"}`); s != 200 || m["call_id"] == "" {
+	if s, m, b := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"architect:default"}`); s != 404 || m["call_id"] == "" {
 		t.Fatalf("reviewer call: %d %s", s, b)
 	}
 	recs, _ := e.st.ListAudit(context.Background(), store.AuditFilter{Agent: "reviewer"})
 	if len(recs) == 0 || recs[0].Session != "reviewer:architect:default" {
 		t.Fatalf("reviewer session: %+v", recs)
 	}
-	if s, m, _ := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"reviewer:mine"}`); s != 200 || m["call_id"] == "" {
+	if s, m, _ := call(rev, "reviewer", `{"tool":"workspace.read","args":{"path":"nothing"},"session":"reviewer:mine"}`); s != 404 || m["call_id"] == "" {
 		t.Fatal("own session")
 	}
 	recs, _ = e.st.ListAudit(context.Background(), store.AuditFilter{Agent: "reviewer", Limit: 1})
@@ -761,7 +764,7 @@ func TestGracefulShutdownDrainsCalls(t *testing.T) {
 	// The in-flight call was given its drain time, then cancelled: its
 	// client still got a complete answer.
 	r := <-got
-	if r.status != 200 || !strings.Contains(r.body, `"status":"pending"`) {
+	if r.status != 202 || !strings.Contains(r.body, `"status":"pending"`) {
 		t.Fatalf("in-flight call: %d %s", r.status, r.body)
 	}
 	if _, err := http.Get(e.url + "/healthz"); err == nil {
@@ -927,5 +930,30 @@ func TestProtocolRevisions(t *testing.T) {
 	call(modern, mcp.Meta{server.MetaSession: "reviewer:default"})
 	if got := lastSession(); got != "architect:reviewer:default" {
 		t.Errorf("a foreign session name: %q", got)
+	}
+}
+
+// checkDecisionRecord checks that approval id has exactly one decision
+// entry in the audit trail, naming the decider, the decision, the reason
+// and the surface.
+func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason, via string) {
+	t.Helper()
+	recs, err := st.ListAudit(context.Background(), store.AuditFilter{Tool: "approval.decide", Limit: store.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*audit.Record
+	for _, r := range recs {
+		if r.ApprovalID == id {
+			got = append(got, r)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("decision entries of %s: %d, want 1", id, len(got))
+	}
+	var args map[string]string
+	if r := got[0]; json.Unmarshal(r.Args, &args) != nil || r.Agent != by || r.DecidedBy != by || r.Status != audit.StatusSuccess ||
+		args["id"] != id || args["decision"] != decision || args["reason"] != reason || args["via"] != via {
+		t.Fatalf("decision entry = %+v (args %s)", r, r.Args)
 	}
 }

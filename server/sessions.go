@@ -261,7 +261,7 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 			}
 		}
 		if err := t.reserve(own); err != nil {
-			s.writeRPCError(w, r, armory.HTTPStatus(armory.KindOf(err)), codeSessionLimit, err)
+			s.writeRPCError(w, r, httpStatus(armory.KindOf(err)), codeSessionLimit, err)
 			return
 		}
 		sw := &sessionStart{ResponseWriter: w, s: s, own: own, caps: caps}

@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/store"
 )
@@ -72,7 +73,7 @@ func (a *app) approvalsCmd() *cobra.Command {
 			}
 			ap, err := st.GetApproval(ctx, args[0])
 			if err != nil {
-				return storeErr("approvals show", err)
+				return store.Err("approvals show", err)
 			}
 			p, err := guard.New(h, guard.Options{Store: st})
 			if err != nil {
@@ -100,12 +101,24 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+			h, st, err := a.storeOnly(ctx)
 			if err != nil {
 				return err
 			}
-			if err := st.DecideApproval(ctx, args[0], status, "human", reason); err != nil {
-				return storeErr("approvals "+verb, err)
+			// The one decision path (guard.Pipeline.Decide): it checks,
+			// records and audits the decision.
+			fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
+				defer cancel()
+				fol.Close(cctx)
+			}()
+			p, err := guard.New(h, guard.Options{Store: st, AfterAudit: fol.Committed})
+			if err != nil {
+				return err
+			}
+			if _, err := p.Decide(ctx, guard.Decision{ID: args[0], Status: status, Reason: reason, Via: guard.ViaCLI}); err != nil {
+				return err
 			}
 			fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
 			return nil
@@ -113,17 +126,4 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
 	return cmd
-}
-
-// storeErr maps the store's sentinel errors to error kinds.
-func storeErr(op string, err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return armory.E(op, armory.KindNotFound, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		return armory.E(op, armory.KindConflict, err.Error())
-	case errors.Is(err, store.ErrInvalid):
-		return armory.E(op, armory.KindInvalid, err.Error())
-	}
-	return armory.E(op, armory.KindUnavailable, "store", err)
 }

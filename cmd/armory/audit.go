@@ -44,7 +44,7 @@ func (a *app) auditCmd() *cobra.Command {
 			}
 			recs, err := st.ListAudit(ctx, f)
 			if err != nil {
-				return storeErr("audit", err)
+				return store.Err("audit", err)
 			}
 			if asJSON {
 				if recs == nil {

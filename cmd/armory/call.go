@@ -61,7 +61,7 @@ func (a *app) callCmd() *cobra.Command {
 			if err := a.printJSON(o); err != nil {
 				return err
 			}
-			if code := o.ExitCode(); code != 0 {
+			if code := outcomeExit(o); code != 0 {
 				return exitCode(code)
 			}
 			return nil

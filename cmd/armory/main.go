@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
-		return armory.ExitOK
+		return exitOK
 	}
 	var ie *world.InvalidError
 	switch {
@@ -74,9 +74,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		for _, d := range ie.Diagnostics {
 			fmt.Fprintln(stderr, d.String())
 		}
-		return armory.ExitInvalid
+		return exitInvalid
 	case errors.Is(err, errSilent):
-		return armory.ExitInvalid
+		return exitInvalid
 	}
 	var ec exitCode
 	if errors.As(err, &ec) {
@@ -87,10 +87,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// Anything cobra itself rejects (unknown command or flag, wrong
 		// number of arguments) is a usage error.
 		fmt.Fprintf(stderr, "armory: %v\nRun 'armory --help' for usage.\n", err)
-		return armory.ExitUsage
+		return exitUsage
 	}
 	fmt.Fprintf(stderr, "armory: %s\n", oneLine(armory.Message(err)))
-	return armory.ExitCode(armory.KindOf(err))
+	return exitCodeOf(armory.KindOf(err))
 }
 
 // errSilent ends a command whose output already said what went wrong.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/internal/testenv"
 )
 
@@ -175,17 +174,17 @@ func TestCLIErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, armory.ExitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe, warden)` + "\n"},
-		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, armory.ExitInvalid, "armory: no world-config.yaml in "},
-		{"missing argument", []string{"--world", w, "tool", "list"}, armory.ExitUsage, "tool list takes 1 argument(s): AGENT"},
-		{"extra argument", []string{"--world", w, "access", "explain", "a"}, armory.ExitUsage, "takes 2 argument(s): AGENT TOOL"},
-		{"unknown flag", []string{"--world", w, "tool", "list", "a", "--bogus"}, armory.ExitUsage, "unknown flag: --bogus"},
-		{"unknown command", []string{"frobnicate"}, armory.ExitUsage, `unknown command "frobnicate"`},
-		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, armory.ExitUsage, "--format must be openai, anthropic or mcp"},
-		{"audit: unknown status", []string{"--world", w, "audit", "--status", "succes"}, armory.ExitUsage, "--status must be running, pending, success"},
-		{"audit: negative since", []string{"--world", w, "audit", "--since", "-1h"}, armory.ExitUsage, "--since: the duration \"-1h\" is negative"},
-		{"audit: bad since", []string{"--world", w, "audit", "--since", "yesterday"}, armory.ExitUsage, "--since: must be RFC 3339"},
-		{"init into a non-empty folder", []string{"init", w}, armory.ExitInvalid, "is not empty"},
+		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, exitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe, warden)` + "\n"},
+		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, exitInvalid, "armory: no world-config.yaml in "},
+		{"missing argument", []string{"--world", w, "tool", "list"}, exitUsage, "tool list takes 1 argument(s): AGENT"},
+		{"extra argument", []string{"--world", w, "access", "explain", "a"}, exitUsage, "takes 2 argument(s): AGENT TOOL"},
+		{"unknown flag", []string{"--world", w, "tool", "list", "a", "--bogus"}, exitUsage, "unknown flag: --bogus"},
+		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, exitUsage, "--format must be openai, anthropic or mcp"},
+		{"audit: unknown status", []string{"--world", w, "audit", "--status", "succes"}, exitUsage, "--status must be running, pending, success"},
+		{"audit: negative since", []string{"--world", w, "audit", "--since", "-1h"}, exitUsage, "--since: the duration \"-1h\" is negative"},
+		{"audit: bad since", []string{"--world", w, "audit", "--since", "yesterday"}, exitUsage, "--since: must be RFC 3339"},
+		{"init into a non-empty folder", []string{"init", w}, exitInvalid, "is not empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +192,7 @@ func TestCLIErrors(t *testing.T) {
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) || r.stdout != "" {
 				t.Fatalf("got exit %d stderr %q stdout %q; want exit %d and %q", r.code, r.stderr, r.stdout, tc.code, tc.stderr)
 			}
-			if tc.code == armory.ExitInvalid && strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			if tc.code == exitInvalid && strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 				t.Errorf("want a one-line message, got %q", r.stderr)
 			}
 		})
@@ -210,7 +209,7 @@ func TestCLIWorldCheckListsEveryError(t *testing.T) {
 	os.WriteFile(cfg, []byte(broken), 0o644)
 	os.WriteFile(filepath.Join(w, "archetype/scribe/config.md"), []byte("## Tool Access\nprivilege_groups: writers\n"), 0o644)
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != armory.ExitInvalid {
+	if r.code != exitInvalid {
 		t.Fatalf("exit %d: %+v", r.code, r)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")

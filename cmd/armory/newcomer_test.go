@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/armory-dev/armory"
 )
 
 func appendFile(t *testing.T, path, text string) {
@@ -43,7 +41,7 @@ func TestCLIWorldCheckTypos(t *testing.T) {
 	appendFile(t, filepath.Join(w, "world-config.yaml"), "\nlimits:\n  tool_invocations: 50\n")
 
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != armory.ExitOK {
+	if r.code != exitOK {
 		t.Fatalf("check: %+v", r)
 	}
 	for _, want := range []string{
@@ -59,14 +57,14 @@ func TestCLIWorldCheckTypos(t *testing.T) {
 		t.Errorf("warning count: %s", r.stdout)
 	}
 	r = armoryCmd(t, nil, "--world", w, "world", "check", "--strict")
-	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "--strict treats them as errors") || r.stdout != "" {
+	if r.code != exitInvalid || !strings.Contains(r.stderr, "--strict treats them as errors") || r.stdout != "" {
 		t.Errorf("check --strict: %+v", r)
 	}
 
 	// A misspelled world-config.yaml key or profile is an error naming the nearest.
 	appendFile(t, filepath.Join(w, "world-config.yaml"), "sandbx: none\n")
 	r = armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, `unknown key "sandbx" (did you mean "sandbox"?)`) {
+	if r.code != exitInvalid || !strings.Contains(r.stderr, `unknown key "sandbx" (did you mean "sandbox"?)`) {
 		t.Errorf("unknown world key: %+v", r)
 	}
 }
@@ -190,7 +188,7 @@ func TestCLIProviderName(t *testing.T) {
 	if r := armoryCmd(t, env, "access", "explain", "reviewer", "devtools__word-count"); !strings.Contains(r.stdout, "reviewer → devtools.word-count: visible") {
 		t.Errorf("explain by provider name: %+v", r)
 	}
-	if r := armoryCmd(t, env, "call", "reviewer", "devtools__nope", "--args", `{}`); r.code != armory.ExitInvalid {
+	if r := armoryCmd(t, env, "call", "reviewer", "devtools__nope", "--args", `{}`); r.code != exitInvalid {
 		t.Errorf("unknown provider name: %+v", r)
 	}
 }
@@ -262,7 +260,7 @@ func TestCLIToolboxJSONManifest(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := armoryCmd(t, nil, "--world", w, "world", "check")
-		if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, want) {
+		if r.code != exitInvalid || !strings.Contains(r.stderr, want) {
 			t.Errorf("want %q:\n%+v", want, r)
 		}
 	}
@@ -277,7 +275,7 @@ func TestCLIToolboxJSONManifest(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "both toolbox.yaml and toolbox.json") {
+	if r.code != exitInvalid || !strings.Contains(r.stderr, "both toolbox.yaml and toolbox.json") {
 		t.Errorf("both files: %+v", r)
 	}
 }
@@ -305,7 +303,7 @@ func TestCLINetworkAllowList(t *testing.T) {
 	}
 	// architect has tool.fetch under the world's list, which names only public hosts.
 	r = armoryCmd(t, env, "call", "architect", "tool.fetch", "--args", url)
-	if o := callJSON(t, r); r.code != armory.ExitFailure || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "not in the network allow-list") {
+	if o := callJSON(t, r); r.code != exitBlocked || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "not in the network allow-list") {
 		t.Fatalf("architect: %+v", r)
 	}
 	r = armoryCmd(t, env, "access", "explain", "researcher", "tool.fetch")
@@ -320,7 +318,7 @@ func TestCLINetworkAllowList(t *testing.T) {
 	// Without any list (default closed): loopback is refused, explain says so.
 	w2 := initWorld(t)
 	r = armoryCmd(t, nil, "--world", w2, "call", "architect", "tool.fetch", "--args", url)
-	if o := callJSON(t, r); r.code != armory.ExitFailure || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "network allow-list") {
+	if o := callJSON(t, r); r.code != exitBlocked || strings.Contains(o.Result, "INTRANET-PAGE") || !strings.Contains(o.Result, "network allow-list") {
 		t.Fatalf("default policy: %+v", r)
 	}
 	if r := armoryCmd(t, nil, "--world", w2, "access", "explain", "architect", "tool.fetch"); !strings.Contains(r.stdout, "network: the default policy") {
@@ -330,7 +328,7 @@ func TestCLINetworkAllowList(t *testing.T) {
 	// Bad entries are errors at file:line.
 	appendFile(t, filepath.Join(w2, "archetype", "researcher", "config.md"), "\n## Network\n- 10.0.0.1/8\n")
 	r = armoryCmd(t, nil, "--world", w2, "world", "check")
-	if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "archetype/researcher/config.md:10: network: \"10.0.0.1/8\" has host bits set") {
+	if r.code != exitInvalid || !strings.Contains(r.stderr, "archetype/researcher/config.md:10: network: \"10.0.0.1/8\" has host bits set") {
 		t.Errorf("bad entry: %+v", r)
 	}
 }

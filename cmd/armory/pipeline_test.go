@@ -11,7 +11,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit"
 )
 
 type callOut struct {
@@ -54,17 +54,17 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 		code int
 		text string
 	}{
-		{[]string{"call", "architect", "no.such"}, armory.ExitInvalid, "Unknown tool: no.such"},
-		{[]string{"call", "scribe", "workspace.write", "--args", `{"path":1}`}, armory.ExitInvalid, "Invalid arguments for workspace.write"},
-		{[]string{"call", "intern", "workspace.write", "--args", `{"path":"x","content":""}`}, armory.ExitInvalid, "Unknown tool: workspace.write"},
-		{[]string{"call", "architect", "workspace.write", "--args", `{"path":"x","content":"DROP DATABASE prod"}`}, armory.ExitOK, "created x"},
+		{[]string{"call", "architect", "no.such"}, exitInvalid, "Unknown tool: no.such"},
+		{[]string{"call", "scribe", "workspace.write", "--args", `{"path":1}`}, exitInvalid, "Invalid arguments for workspace.write"},
+		{[]string{"call", "intern", "workspace.write", "--args", `{"path":"x","content":""}`}, exitInvalid, "Unknown tool: workspace.write"},
+		{[]string{"call", "architect", "workspace.write", "--args", `{"path":"x","content":"DROP DATABASE prod"}`}, exitOK, "created x"},
 	} {
 		r := armoryCmd(t, env, tc.args...)
 		if o := callJSON(t, r); r.code != tc.code || !strings.Contains(o.Result, tc.text) {
 			t.Errorf("%v: exit %d %+v", tc.args, r.code, o)
 		}
 	}
-	if r := armoryCmd(t, env, "call", "architect"); r.code != armory.ExitUsage {
+	if r := armoryCmd(t, env, "call", "architect"); r.code != exitUsage {
 		t.Errorf("usage: %+v", r)
 	}
 	// Malformed --args is bad input (exit 2), one line naming the problem.
@@ -74,7 +74,7 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 		{`["a"]`, "--args: want a JSON object such as {\"path\":\"a.txt\"}, got an array"},
 	} {
 		r := armoryCmd(t, env, "call", "architect", "workspace.read", "--args", tc.args)
-		if r.code != armory.ExitInvalid || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+		if r.code != exitInvalid || !strings.Contains(r.stderr, tc.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("bad --args %s: %+v", tc.args, r)
 		}
 	}
@@ -82,7 +82,7 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	// repo-git is confirm-level: pending (exit 4) with an approval id.
 	r = armoryCmd(t, env, "call", "architect", "devtools.repo-git", "--args", `{"command":"init"}`)
 	pending := callJSON(t, r)
-	if r.code != armory.ExitPending || pending.Status != "pending" || pending.ApprovalID == "" || !strings.Contains(pending.Human, "armory call --resume "+pending.ApprovalID) {
+	if r.code != exitPending || pending.Status != "pending" || pending.ApprovalID == "" || !strings.Contains(pending.Human, "armory call --resume "+pending.ApprovalID) {
 		t.Fatalf("pending: %+v", r)
 	}
 	r = armoryCmd(t, env, "approvals", "list", "--json")
@@ -96,8 +96,25 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	if r = armoryCmd(t, env, "approvals", "approve", pending.ApprovalID, "--reason", "fine"); r.code != 0 {
 		t.Fatalf("approve: %+v", r)
 	}
-	if r = armoryCmd(t, env, "approvals", "deny", pending.ApprovalID); r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "already") {
+	if r = armoryCmd(t, env, "approvals", "deny", pending.ApprovalID); r.code != exitInvalid || !strings.Contains(r.stderr, "is already decided (approved by human at ") {
 		t.Fatalf("a second decision is a conflict: %+v", r)
+	}
+	// The decision is audited once, naming the decider, the reason and the surface.
+	r = armoryCmd(t, env, "audit", "--tool", "approval.decide", "--json")
+	var decisions []audit.Record
+	if err := json.Unmarshal([]byte(r.stdout), &decisions); err != nil || r.code != 0 {
+		t.Fatalf("audit: %v %+v", err, r)
+	}
+	var mine []audit.Record
+	for _, d := range decisions {
+		if d.ApprovalID == pending.ApprovalID {
+			mine = append(mine, d)
+		}
+	}
+	var dargs map[string]string
+	if len(mine) != 1 || json.Unmarshal(mine[0].Args, &dargs) != nil || mine[0].Agent != "human" || mine[0].DecidedBy != "human" ||
+		dargs["decision"] != "approved" || dargs["reason"] != "fine" || dargs["via"] != "cli" || dargs["id"] != pending.ApprovalID {
+		t.Fatalf("decision entries: %+v", mine)
 	}
 	r = armoryCmd(t, env, "call", "--resume", pending.ApprovalID)
 	first := callJSON(t, r)
@@ -109,7 +126,7 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 		t.Fatalf("second resume: %+v", r)
 	}
 	r = armoryCmd(t, env, "call", "architect", "devtools.repo-git", "--args", `{"command":"status"}`, "--resume", pending.ApprovalID)
-	if r.code != armory.ExitInvalid {
+	if r.code != exitInvalid {
 		t.Fatalf("resume with other args: %+v", r)
 	}
 
@@ -140,7 +157,7 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	err := cmd.Wait()
 	var denied callOut
 	json.Unmarshal([]byte(out.String()), &denied)
-	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != armory.ExitBlocked || denied.Status != "denied" || !strings.Contains(denied.Result, "Denied by human: keep it") {
+	if ee, _ := err.(*exec.ExitError); ee == nil || ee.ExitCode() != exitBlocked || denied.Status != "denied" || !strings.Contains(denied.Result, "Denied by human: keep it") {
 		t.Fatalf("denied while waiting: %v %s", err, out.String())
 	}
 
@@ -187,7 +204,7 @@ func TestCLISession(t *testing.T) {
 	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "tool_invocations", "900"); r.code != 0 {
 		t.Fatalf("extend: %+v", r)
 	}
-	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "tool_invocations", "99999"); r.code != armory.ExitUsage {
+	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "tool_invocations", "99999"); r.code != exitUsage {
 		t.Fatalf("extend past the maximum: %+v", r)
 	}
 	if r = armoryCmd(t, env, "session", "extend", "intern:s1", "session_runtime", "45m"); r.code != 0 {
@@ -274,16 +291,16 @@ func TestCLIExampleGovernance(t *testing.T) {
 		t.Fatalf("safe command: %+v", r)
 	}
 	r = armoryCmd(t, env, "call", "architect", "tool.cli", "--args", `{"command":"rm -rf ~"}`)
-	if o := callJSON(t, r); r.code != armory.ExitBlocked || !strings.HasPrefix(o.Result, "Blocked catastrophic command: rm -rf ~") {
+	if o := callJSON(t, r); r.code != exitBlocked || !strings.HasPrefix(o.Result, "Blocked catastrophic command: rm -rf ~") {
 		t.Fatalf("catastrophic: %+v", r)
 	}
 	r = armoryCmd(t, env, "call", "architect", "tool.fetch", "--args", `{"url":"http://production-db.example/"}`)
-	if o := callJSON(t, r); r.code != armory.ExitBlocked || !strings.Contains(o.Result, "VETOED by pattern 'no-production'") {
+	if o := callJSON(t, r); r.code != exitBlocked || !strings.Contains(o.Result, "VETOED by pattern 'no-production'") {
 		t.Fatalf("veto: %+v", r)
 	}
 	r = armoryCmd(t, env, "call", "architect", "tool.python", "--args", `{"code":"print(6*7)"}`)
 	p := callJSON(t, r)
-	if r.code != armory.ExitPending || !strings.Contains(p.Result, "approval agent warden") {
+	if r.code != exitPending || !strings.Contains(p.Result, "approval agent warden") {
 		t.Fatalf("python: %+v", r)
 	}
 	r = armoryCmd(t, env, "call", "warden", "approval.list")

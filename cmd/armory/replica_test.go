@@ -133,7 +133,12 @@ func (r *replica) call(token, body string) (callOut, error) {
 	defer resp.Body.Close()
 	var o callOut
 	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || json.Unmarshal(b, &o) != nil {
+	// The body is the outcome whatever the status; the status is the
+	// outcome's (200 success, 202 pending, 503 interrupted, an error
+	// status for any other failure).
+	want := map[string]int{"success": 200, "pending": 202, "interrupted": 503}
+	if json.Unmarshal(b, &o) != nil || o.Status == "" || want[o.Status] != 0 && resp.StatusCode != want[o.Status] ||
+		want[o.Status] == 0 && resp.StatusCode < 400 {
 		return o, fmt.Errorf("call %s: %d %s", body, resp.StatusCode, b)
 	}
 	return o, nil

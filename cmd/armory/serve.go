@@ -225,7 +225,7 @@ func (a *app) tokenCmd() *cobra.Command {
 			}
 			ts, err := st.ListTokens(ctx)
 			if err != nil {
-				return storeErr("token list", err)
+				return store.Err("token list", err)
 			}
 			if asJSON {
 				if ts == nil {
@@ -260,7 +260,7 @@ func (a *app) tokenCmd() *cobra.Command {
 				return err
 			}
 			if err := st.RevokeToken(ctx, args[0]); err != nil {
-				return storeErr("token revoke", err)
+				return store.Err("token revoke", err)
 			}
 			fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])
 			return nil

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/armory-dev/armory"
 )
 
 func TestCLIToken(t *testing.T) {
@@ -32,11 +30,11 @@ func TestCLIToken(t *testing.T) {
 		t.Fatalf("create --admin: %+v", r)
 	}
 	for _, bad := range [][]string{{"token", "create"}, {"token", "create", "--admin", "reviewer"}, {"token", "create", "a", "b"}} {
-		if r := armoryCmd(t, env, bad...); r.code != armory.ExitUsage {
+		if r := armoryCmd(t, env, bad...); r.code != exitUsage {
 			t.Errorf("%v: %+v", bad, r)
 		}
 	}
-	if r := armoryCmd(t, env, "token", "create", "ghost"); r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "unknown agent") {
+	if r := armoryCmd(t, env, "token", "create", "ghost"); r.code != exitInvalid || !strings.Contains(r.stderr, "unknown agent") {
 		t.Errorf("unknown agent: %+v", r)
 	}
 	r = armoryCmd(t, env, "token", "list", "--json")
@@ -54,7 +52,7 @@ func TestCLIToken(t *testing.T) {
 	if r = armoryCmd(t, env, "token", "revoke", ts[0].ID); r.code != 0 {
 		t.Fatalf("revoke: %+v", r)
 	}
-	if r = armoryCmd(t, env, "token", "revoke", ts[0].ID); r.code != armory.ExitInvalid || !strings.Contains(r.stderr, "already revoked") {
+	if r = armoryCmd(t, env, "token", "revoke", ts[0].ID); r.code != exitInvalid || !strings.Contains(r.stderr, "already revoked") {
 		t.Fatalf("revoke twice: %+v", r)
 	}
 	if r = armoryCmd(t, env, "token", "list"); r.code != 0 || !strings.Contains(r.stdout, "revoked ") || !strings.Contains(r.stdout, "agent:reviewer") {
@@ -251,7 +249,7 @@ func TestCLIServeMCPSessionSettings(t *testing.T) {
 	if err := os.WriteFile(cfg, append(b, "\nmcp_sessions:\n  max_per_token: 2\n  max_total: 50\n  idle_timeout: 5m\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r := armoryCmd(t, nil, "--world", w, "serve", "--mcp-sessions", "-1"); r.code != armory.ExitUsage {
+	if r := armoryCmd(t, nil, "--world", w, "serve", "--mcp-sessions", "-1"); r.code != exitUsage {
 		t.Errorf("a negative limit: %+v", r)
 	}
 	cmd := exec.Command(binary, "--world", w, "serve", "--addr", "127.0.0.1:0", "--mcp-sessions", "7")

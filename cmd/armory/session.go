@@ -27,7 +27,7 @@ func (a *app) sessionCmd() *cobra.Command {
 			}
 			out, err := sessionShow(ctx, h, st, args[0])
 			if err != nil {
-				return storeErr("session show", err)
+				return store.Err("session show", err)
 			}
 			return a.printJSON(out)
 		},
@@ -68,7 +68,7 @@ func (a *app) sessionCmd() *cobra.Command {
 				return err
 			}
 			if err := st.SetLimitOverride(ctx, id, name, n); err != nil {
-				return storeErr("session extend", err)
+				return store.Err("session extend", err)
 			}
 			fmt.Fprintf(a.stdout, "session %s: %s is now %d\n", id, name, n)
 			return nil
@@ -85,7 +85,7 @@ func (a *app) sessionCmd() *cobra.Command {
 				return err
 			}
 			if err := st.ResetSession(ctx, id); err != nil {
-				return storeErr("session reset", err)
+				return store.Err("session reset", err)
 			}
 			fmt.Fprintf(a.stdout, "session %s reset\n", id)
 			return nil
@@ -108,7 +108,7 @@ func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, 
 	}
 	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, h, st, arg), arg)
 	if err != nil {
-		return "", nil, storeErr("session", err)
+		return "", nil, store.Err("session", err)
 	}
 	return id, st, nil
 }

@@ -82,7 +82,7 @@ func (a *app) toolboxCmd() *cobra.Command {
 			defer st.Close()
 			ps, err := st.ListPins(ctx, server)
 			if err != nil {
-				return storeErr("toolbox pins list", err)
+				return store.Err("toolbox pins list", err)
 			}
 			if asJSON {
 				if ps == nil {
@@ -125,7 +125,7 @@ func (a *app) toolboxCmd() *cobra.Command {
 				}
 				ps, err := st.ListPins(ctx, server)
 				if err != nil {
-					return storeErr("toolbox pins accept", err)
+					return store.Err("toolbox pins accept", err)
 				}
 				for _, p := range ps {
 					if p.PendingHash != "" {
@@ -139,7 +139,7 @@ func (a *app) toolboxCmd() *cobra.Command {
 			for _, p := range todo {
 				got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
 				if err != nil {
-					return storeErr("toolbox pins accept", err)
+					return store.Err("toolbox pins accept", err)
 				}
 				fmt.Fprintf(a.stdout, "accepted %s/%s (sha256 %s)\n", got.Server, got.Tool, got.Hash)
 			}
