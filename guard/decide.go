@@ -43,8 +43,18 @@ type Decision struct {
 // (a request decided once cannot be decided again: KindConflict, naming who
 // decided it and when), writes one audit entry naming the decider, the
 // decision and the reason, and emits approval_decided. It returns the
-// approval as decided. Errors are *armory.Error.
+// approval as decided. Errors are *armory.Error. A refused decision (a
+// second one, one the decider may not make, an unknown request) is audited
+// too, with status blocked and the reason, on every surface alike.
 func (p *Pipeline) Decide(ctx context.Context, d Decision) (*store.Approval, error) {
+	ap, err := p.decide(ctx, d)
+	if err != nil && ap == nil && armory.KindOf(err) != armory.KindUnavailable && armory.KindOf(err) != armory.KindInternal {
+		p.auditRefusedDecision(ctx, d, err)
+	}
+	return ap, err
+}
+
+func (p *Pipeline) decide(ctx context.Context, d Decision) (*store.Approval, error) {
 	const op = "approval.decide"
 	by := d.Agent
 	if by == "" {
@@ -109,6 +119,27 @@ func (p *Pipeline) auditDecision(ctx context.Context, ap *store.Approval, status
 		Result: audit.Summary(fmt.Sprintf("approval %s (%s → %s): %s by %s via %s: %s", ap.ID, ap.Agent, ap.Tool, status, by, via, orNone(reason))),
 	}
 	return p.appendAudit(context.WithoutCancel(ctx), rec)
+}
+
+// auditRefusedDecision writes the audit entry of a refused decision: tool
+// approval.decide, agent the would-be decider, status blocked, the refusal
+// as its result. The refusal stands whether or not the entry could be
+// written.
+func (p *Pipeline) auditRefusedDecision(ctx context.Context, d Decision, refusal error) {
+	by := d.Agent
+	if by == "" {
+		by = Human
+	}
+	args, _ := json.Marshal(map[string]string{"id": d.ID, "decision": string(d.Status), "reason": d.Reason, "via": d.Via})
+	rec := &audit.Record{
+		ID: audit.NewID(), Time: p.opts.Now(), Phase: audit.PhaseFinish, Agent: by, Tool: "approval.decide",
+		Args: audit.Redact(args), ApprovalID: d.ID, Status: audit.StatusBlocked,
+		Result: audit.Summary("refused: " + armory.Message(refusal)),
+	}
+	if ap, err := p.st.GetApproval(context.WithoutCancel(ctx), d.ID); err == nil {
+		rec.Session, rec.Task, rec.Permission = ap.Session, ap.Task, ap.Level
+	}
+	_ = p.appendAudit(context.WithoutCancel(ctx), rec)
 }
 
 // alreadyDecided is the refusal of a second decision, the same on every

@@ -32,7 +32,12 @@ func decisionRecords(t *testing.T, st store.Store, id string) []*audit.Record {
 // entry, naming the decider, the decision, the reason and the surface.
 func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason, via string) {
 	t.Helper()
-	recs := decisionRecords(t, st, id)
+	var recs []*audit.Record
+	for _, r := range decisionRecords(t, st, id) {
+		if r.Status != audit.StatusBlocked { // refused decisions are checked apart
+			recs = append(recs, r)
+		}
+	}
 	if len(recs) != 1 {
 		t.Fatalf("decision entries of %s: %d, want 1", id, len(recs))
 	}
@@ -67,6 +72,16 @@ func TestDecideOnePath(t *testing.T) {
 		t.Fatalf("second decision: tool %+v; human %v", d, err)
 	}
 	checkDecisionRecord(t, f.st, o.ApprovalID, "warden", "approved", "in scope", ViaTool)
+	// Each refused decision is audited, blocked, naming who tried and why.
+	refused := map[string]bool{}
+	for _, r := range decisionRecords(t, f.st, o.ApprovalID) {
+		if r.Status == audit.StatusBlocked && strings.Contains(r.Result, want) && r.DecidedBy == "" {
+			refused[r.Agent] = true
+		}
+	}
+	if !refused["warden"] || !refused[Human] || len(refused) != 2 {
+		t.Fatalf("refused second decisions audited for %v, want warden and human", refused)
+	}
 
 	// A human decides any open request; only an approval agent escalates.
 	h := f.call("dev", "test.confirm", `{}`)

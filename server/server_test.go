@@ -942,14 +942,25 @@ func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason,
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []*audit.Record
+	var got, refused []*audit.Record
 	for _, r := range recs {
-		if r.ApprovalID == id {
+		switch {
+		case r.ApprovalID != id:
+		case r.Status == audit.StatusBlocked:
+			refused = append(refused, r)
+		default:
 			got = append(got, r)
 		}
 	}
 	if len(got) != 1 {
 		t.Fatalf("decision entries of %s: %d, want 1", id, len(got))
+	}
+	// A refused decision (a second one) is audited apart, blocked, naming
+	// who tried.
+	for _, r := range refused {
+		if r.DecidedBy != "" || !strings.Contains(r.Result, "already decided") {
+			t.Fatalf("refused decision entry = %+v", r)
+		}
 	}
 	var args map[string]string
 	if r := got[0]; json.Unmarshal(r.Args, &args) != nil || r.Agent != by || r.DecidedBy != by || r.Status != audit.StatusSuccess ||

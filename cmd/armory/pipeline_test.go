@@ -105,11 +105,18 @@ func TestCLICallApproveResumeAudit(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &decisions); err != nil || r.code != 0 {
 		t.Fatalf("audit: %v %+v", err, r)
 	}
-	var mine []audit.Record
+	var mine, refused []audit.Record
 	for _, d := range decisions {
-		if d.ApprovalID == pending.ApprovalID {
+		switch {
+		case d.ApprovalID != pending.ApprovalID:
+		case d.Status == audit.StatusBlocked:
+			refused = append(refused, d) // the second decision, refused
+		default:
 			mine = append(mine, d)
 		}
+	}
+	if len(refused) != 1 || refused[0].Agent != "human" || !strings.Contains(refused[0].Result, "already decided") {
+		t.Fatalf("refused decision entries: %+v", refused)
 	}
 	var dargs map[string]string
 	if len(mine) != 1 || json.Unmarshal(mine[0].Args, &dargs) != nil || mine[0].Agent != "human" || mine[0].DecidedBy != "human" ||
