@@ -276,12 +276,29 @@ func (p *Pipeline) resume(ctx context.Context, s *state) Outcome {
 		if errors.Is(err, store.ErrNotFound) {
 			kind = armory.KindNotFound
 		}
-		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: kind, Reasons: []string{},
-			Result: fmt.Sprintf("No approval %s: %v", s.c.Resume, err)}
+		text := fmt.Sprintf("No approval %s: %v", s.c.Resume, err)
+		if kind == armory.KindUnavailable {
+			return Outcome{CallID: s.id, Status: audit.StatusError, Kind: kind, Reasons: []string{}, Result: text}
+		}
+		// A resume of an approval that does not exist is audited like any
+		// refused call (a probe for approval ids belongs in the trail).
+		s.stage("resume", "block", text)
+		return p.refuse(ctx, s, refuse(audit.StatusError, kind, "%s", text))
 	}
 	conflict := func(msg string) Outcome {
-		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindConflict, ApprovalID: a.ID, Reasons: []string{},
-			Result: "Cannot resume approval " + a.ID + ": " + msg}
+		// Audited under the agent and tool the caller named: resuming
+		// another agent's approval is a probe an operator looks for.
+		if s.c.Agent == "" {
+			s.c.Agent = a.Agent
+		}
+		if s.c.Tool == "" {
+			s.c.Tool = a.Tool
+		}
+		text := "Cannot resume approval " + a.ID + ": " + msg
+		s.stage("resume", "block", text)
+		o := p.refuse(ctx, s, refuse(audit.StatusError, armory.KindConflict, "%s", text))
+		o.ApprovalID = a.ID
+		return o
 	}
 	if s.c.Agent != "" && s.c.Agent != a.Agent {
 		return conflict(fmt.Sprintf("it was requested by agent %s, not %s", a.Agent, s.c.Agent))

@@ -61,6 +61,20 @@ func TestHumanApprovalResumeRunsOnce(t *testing.T) {
 	}
 	if r := f.p.Execute(context.Background(), Call{Agent: "dev", Resume: id}); r.Kind != armory.KindConflict {
 		t.Fatalf("resume by another agent is a conflict: %+v", r)
+	} else if recs := f.records(t, r.CallID); len(recs) != 1 || recs[0].Agent != "dev" || recs[0].ApprovalID != "" && recs[0].Status == audit.StatusSuccess ||
+		!strings.Contains(recs[0].Result, "requested by agent plain, not dev") {
+		// Every refused resume is audited, under the agent that tried.
+		t.Fatalf("resume by another agent: audit records %+v", recs)
+	}
+	if r := f.p.Execute(context.Background(), Call{Agent: "dev", Resume: "no-such-approval"}); r.Kind != armory.KindNotFound {
+		t.Fatalf("resume of an unknown approval: %+v", r)
+	} else if recs := f.records(t, r.CallID); len(recs) != 1 || recs[0].Agent != "dev" || recs[0].Status != audit.StatusError {
+		t.Fatalf("resume of an unknown approval: audit records %+v", recs)
+	}
+	for _, o := range []Outcome{r3} {
+		if recs := f.records(t, o.CallID); len(recs) != 1 || !strings.Contains(recs[0].Result, "arguments differ") {
+			t.Fatalf("resume with other arguments: audit records %+v", recs)
+		}
 	}
 	// The finish record names the approval and who decided.
 	recs := f.records(t, r1.CallID)
