@@ -11,6 +11,17 @@ import (
 type Rule struct {
 	Tool  string
 	Level armory.Permission
+	// Src says where the rule was written ("world-config.yaml:7
+	// \"workspace.write: deny\""); reasons name it. Empty when unknown.
+	Src string
+}
+
+// srcOf returns " (src)", or "" when src is empty.
+func srcOf(src string) string {
+	if src == "" {
+		return ""
+	}
+	return " (" + src + ")"
 }
 
 // Profile is an agent's permission profile (Agenthood).
@@ -95,6 +106,7 @@ type LevelInput struct {
 	Manifest   armory.Manifest
 	AgentRules []Rule // config.md "## Permissions"
 	Profile    Profile
+	ProfileSrc string // where the profile was set, for the reasons
 	WorldRules []Rule // world-config.yaml "permissions:"
 	Terminal   Terminal
 	Bias       []string // names of bias patterns that matched: each raises one step
@@ -111,7 +123,7 @@ func EffectiveLevel(in LevelInput) (armory.Permission, []string) {
 	var reasons []string
 	if r, ok := matchRule(in.AgentRules, in.Tool); ok {
 		lvl = r.Level
-		reasons = append(reasons, fmt.Sprintf("%s by the agent's permission rule %q", lvl, r.Tool))
+		reasons = append(reasons, fmt.Sprintf("%s by the agent's permission rule %q%s", lvl, r.Tool, srcOf(r.Src)))
 	} else if l, ok := ProfileLevel(in.Profile, in.Manifest.Category, in.Terminal); ok {
 		lvl = l
 		cat := string(in.Manifest.Category)
@@ -120,10 +132,10 @@ func EffectiveLevel(in LevelInput) (armory.Permission, []string) {
 		} else if in.Terminal == TerminalDangerous {
 			cat = "terminal (not known safe)"
 		}
-		reasons = append(reasons, fmt.Sprintf("%s by profile %s for %s tools", lvl, in.Profile, cat))
+		reasons = append(reasons, fmt.Sprintf("%s by profile %s%s for %s tools", lvl, in.Profile, srcOf(in.ProfileSrc), cat))
 	} else if r, ok := matchRule(in.WorldRules, in.Tool); ok {
 		lvl = r.Level
-		reasons = append(reasons, fmt.Sprintf("%s by the world's permission rule %q", lvl, r.Tool))
+		reasons = append(reasons, fmt.Sprintf("%s by the world's permission rule %q%s", lvl, r.Tool, srcOf(r.Src)))
 	} else {
 		lvl = in.Manifest.Permission
 		reasons = append(reasons, fmt.Sprintf("%s by the tool's manifest default", lvl))
