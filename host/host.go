@@ -484,6 +484,16 @@ func (h *Host) Explain(id, tool string) (Explanation, error) {
 			d.Reasons = append(d.Reasons, "unregistered at run time")
 		}
 	}
+	// A visible tool's permission level, before anything about one call
+	// (command screening, bias patterns) raises it, with the rule that set it.
+	if d.Visible {
+		if t, err := ag.Registry.Lookup(tool); err == nil {
+			_, why := access.EffectiveLevel(h.LevelInput(ag, tool, t.Manifest()))
+			for _, w := range why {
+				d.Reasons = append(d.Reasons, "permission: "+w)
+			}
+		}
+	}
 	return Explanation{Agent: id, Tool: tool, Visible: d.Visible, Public: d.Public, Reasons: d.Reasons}, nil
 }
 

@@ -125,3 +125,15 @@ func TestPermissionReasonsNameRuleSources(t *testing.T) {
 		}
 	}
 }
+
+func TestExplainNamesPermissionRule(t *testing.T) {
+	h := sourceWorld(t)
+	ex, err := h.Explain("dev", "workspace.write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `permission: deny by the agent's permission rule "workspace.write" (archetype/dev/config.md:8 "workspace.write: deny")`
+	if !ex.Visible || !strings.Contains(strings.Join(ex.Reasons, "\n"), want) {
+		t.Errorf("want %q: %+v", want, ex)
+	}
+}
