@@ -112,6 +112,21 @@ type LevelInput struct {
 	Bias       []string // names of bias patterns that matched: each raises one step
 }
 
+// WithoutSources returns in with no rule positions, for reasons shown to
+// a model: config.md is never sent to one, so neither are its file names,
+// lines and rule texts.
+func (in LevelInput) WithoutSources() LevelInput {
+	strip := func(rs []Rule) []Rule {
+		out := make([]Rule, len(rs))
+		for i, r := range rs {
+			out[i] = Rule{Tool: r.Tool, Level: r.Level}
+		}
+		return out
+	}
+	in.AgentRules, in.WorldRules, in.ProfileSrc = strip(in.AgentRules), strip(in.WorldRules), ""
+	return in
+}
+
 // EffectiveLevel decides a call's permission level: the first defined of
 // the agent's own rule → the agent's profile rule for the tool's category →
 // the world's default → the tool's manifest default. A terminal command the
