@@ -81,8 +81,9 @@ type Agent struct {
 	listed map[string]bool
 	// rules are the agent's "## Permissions" rules; src says where each
 	// access rule was written (for the reasons).
-	rules []access.Rule
-	src   *access.Sources
+	rules      []access.Rule
+	profileSrc string
+	src        *access.Sources
 }
 
 // Open loads the world at dir and builds every agent's registry. A world
@@ -353,6 +354,8 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 		listed:   map[string]bool{},
 		rules:    permRules(c.File, c.Policy.Permissions),
 		src:      h.agentSources(c),
+		// where "profile:" is set, for the permission reasons
+		profileSrc: where(c.File, c.Policy.ProfileLine, "profile: "+c.Policy.Profile),
 	}
 	for _, s := range c.Toolkits {
 		ag.Switches[s.Name] = s.On

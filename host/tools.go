@@ -44,7 +44,7 @@ func (h *Host) LevelInput(ag *Agent, name string, m armory.Manifest) access.Leve
 	in := access.LevelInput{Tool: name, Manifest: m, WorldRules: h.worldRules, AgentRules: ag.rules}
 	if cfg := ag.Def.Config; cfg != nil {
 		in.Profile = access.Profile(cfg.Policy.Profile)
-		in.ProfileSrc = where(cfg.File, cfg.Policy.ProfileLine, "profile: "+cfg.Policy.Profile)
+		in.ProfileSrc = ag.profileSrc
 	}
 	return in
 }
