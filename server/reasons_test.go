@@ -19,7 +19,8 @@ func TestRESTOutcomeReasonsNameRuleSource(t *testing.T) {
 		Reasons []string `json:"reasons"`
 		Result  string   `json:"result"`
 	}
-	if status != 200 || json.Unmarshal([]byte(body), &o) != nil {
+	// A pending call is a 2xx (202 where the surface says "accepted").
+	if status/100 != 2 || json.Unmarshal([]byte(body), &o) != nil {
 		t.Fatalf("call: %d %s", status, body)
 	}
 	want := `permission: confirm by profile trusted (archetype/architect/config.md:15 "profile: trusted") for file_delete tools`

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
 )
 
 // A call refused by a deny rule: explain, the call's outcome and its audit
