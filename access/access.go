@@ -305,13 +305,19 @@ func (ta *ToolAccess) GrantedPrivileged(known []string) []string {
 
 // Explain says why the agent can or cannot access name.
 func (ta *ToolAccess) Explain(name string) (ok bool, reasons []string) {
+	return ta.ExplainFrom(name, nil)
+}
+
+// ExplainFrom is Explain with each reason naming where its rule was
+// written (src may be nil).
+func (ta *ToolAccess) ExplainFrom(name string, src *Sources) (ok bool, reasons []string) {
 	if IsAlwaysOn(name) {
 		return true, []string{"always on: syscall.skill.* tools are available to every agent"}
 	}
 	if ta.mode == ModeLegacy {
 		for _, e := range ta.legacy {
 			if armory.InFamily(name, e) {
-				return true, []string{fmt.Sprintf("legacy mode: listed in \"## Tools\" as %q", e)}
+				return true, []string{fmt.Sprintf("legacy mode: listed in \"## Tools\" as %q%s", e, at(src.legacy(), e))}
 			}
 		}
 		return false, []string{"legacy mode (no \"## Tool Access\" section and no tool_privileges in the world): not in the agent's \"## Tools\" list"}
@@ -320,20 +326,24 @@ func (ta *ToolAccess) Explain(name string) (ok bool, reasons []string) {
 	if len(covering) == 0 {
 		return true, []string{"public: in no privilege group"}
 	}
-	reasons = append(reasons, fmt.Sprintf("privileged: in group(s) %s", strings.Join(covering, ", ")))
+	in := make([]string, len(covering))
+	for i, g := range covering {
+		in[i] = g + at(src.groups(), g)
+	}
+	reasons = append(reasons, fmt.Sprintf("privileged: in group(s) %s", strings.Join(in, ", ")))
 	for _, g := range covering {
 		if slices.Contains(ta.groupList, g) {
 			ok = true
-			reasons = append(reasons, fmt.Sprintf("granted by group %q", g))
+			reasons = append(reasons, fmt.Sprintf("granted by group %q%s", g, at(src.agentGroups(), g)))
 		}
 	}
 	for _, e := range ta.overrides {
 		if armory.InFamily(name, e) {
 			ok = true
 			if e == name {
-				reasons = append(reasons, fmt.Sprintf("granted by override %q", e))
+				reasons = append(reasons, fmt.Sprintf("granted by override %q%s", e, at(src.overrides(), e)))
 			} else {
-				reasons = append(reasons, fmt.Sprintf("granted by override %q (family)", e))
+				reasons = append(reasons, fmt.Sprintf("granted by override %q (family)%s", e, at(src.overrides(), e)))
 			}
 		}
 	}

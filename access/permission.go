@@ -11,6 +11,17 @@ import (
 type Rule struct {
 	Tool  string
 	Level armory.Permission
+	// Src says where the rule was written ("world-config.yaml:7
+	// \"workspace.write: deny\""); reasons name it. Empty when unknown.
+	Src string
+}
+
+// srcOf returns " (src)", or "" when src is empty.
+func srcOf(src string) string {
+	if src == "" {
+		return ""
+	}
+	return " (" + src + ")"
 }
 
 // Profile is an agent's permission profile (Agenthood).
@@ -95,9 +106,25 @@ type LevelInput struct {
 	Manifest   armory.Manifest
 	AgentRules []Rule // config.md "## Permissions"
 	Profile    Profile
+	ProfileSrc string // where the profile was set, for the reasons
 	WorldRules []Rule // world-config.yaml "permissions:"
 	Terminal   Terminal
 	Bias       []string // names of bias patterns that matched: each raises one step
+}
+
+// WithoutSources returns in with no rule positions, for reasons shown to
+// a model: config.md is never sent to one, so neither are its file names,
+// lines and rule texts.
+func (in LevelInput) WithoutSources() LevelInput {
+	strip := func(rs []Rule) []Rule {
+		out := make([]Rule, len(rs))
+		for i, r := range rs {
+			out[i] = Rule{Tool: r.Tool, Level: r.Level}
+		}
+		return out
+	}
+	in.AgentRules, in.WorldRules, in.ProfileSrc = strip(in.AgentRules), strip(in.WorldRules), ""
+	return in
 }
 
 // EffectiveLevel decides a call's permission level: the first defined of
@@ -111,7 +138,7 @@ func EffectiveLevel(in LevelInput) (armory.Permission, []string) {
 	var reasons []string
 	if r, ok := matchRule(in.AgentRules, in.Tool); ok {
 		lvl = r.Level
-		reasons = append(reasons, fmt.Sprintf("%s by the agent's permission rule %q", lvl, r.Tool))
+		reasons = append(reasons, fmt.Sprintf("%s by the agent's permission rule %q%s", lvl, r.Tool, srcOf(r.Src)))
 	} else if l, ok := ProfileLevel(in.Profile, in.Manifest.Category, in.Terminal); ok {
 		lvl = l
 		cat := string(in.Manifest.Category)
@@ -120,10 +147,10 @@ func EffectiveLevel(in LevelInput) (armory.Permission, []string) {
 		} else if in.Terminal == TerminalDangerous {
 			cat = "terminal (not known safe)"
 		}
-		reasons = append(reasons, fmt.Sprintf("%s by profile %s for %s tools", lvl, in.Profile, cat))
+		reasons = append(reasons, fmt.Sprintf("%s by profile %s%s for %s tools", lvl, in.Profile, srcOf(in.ProfileSrc), cat))
 	} else if r, ok := matchRule(in.WorldRules, in.Tool); ok {
 		lvl = r.Level
-		reasons = append(reasons, fmt.Sprintf("%s by the world's permission rule %q", lvl, r.Tool))
+		reasons = append(reasons, fmt.Sprintf("%s by the world's permission rule %q%s", lvl, r.Tool, srcOf(r.Src)))
 	} else {
 		lvl = in.Manifest.Permission
 		reasons = append(reasons, fmt.Sprintf("%s by the tool's manifest default", lvl))

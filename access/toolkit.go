@@ -80,16 +80,22 @@ type Switches map[string]bool
 //     toolkits disagree).
 //  4. A tool in no toolkit: its per-tool switch, else on.
 func (t *Toolkits) Enabled(sw Switches, tool string) bool {
-	on, _ := t.explain(sw, tool, false)
+	on, _ := t.explain(sw, tool, false, nil)
 	return on
 }
 
 // Explain is Enabled with the reasons.
 func (t *Toolkits) Explain(sw Switches, tool string) (bool, []string) {
-	return t.explain(sw, tool, true)
+	return t.explain(sw, tool, true, nil)
 }
 
-func (t *Toolkits) explain(sw Switches, tool string, why bool) (bool, []string) {
+// ExplainFrom is Explain with each reason naming where its switch or
+// toolkit was written (src may be nil).
+func (t *Toolkits) ExplainFrom(sw Switches, tool string, src *Sources) (bool, []string) {
+	return t.explain(sw, tool, true, src)
+}
+
+func (t *Toolkits) explain(sw Switches, tool string, why bool, src *Sources) (bool, []string) {
 	var reasons []string
 	say := func(format string, args ...any) {
 		if why {
@@ -103,7 +109,7 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool) (bool, []string) 
 	}
 	if len(kits) == 0 {
 		if perToolSet {
-			say("in no toolkit; switched %s by its own \"%s: %t\" line", onOff(perTool), tool, perTool)
+			say("in no toolkit; switched %s by its own \"%s: %t\" line%s", onOff(perTool), tool, perTool, at(src.switches(), tool))
 			return perTool, reasons
 		}
 		return true, reasons
@@ -113,7 +119,7 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool) (bool, []string) 
 		k := t.kits[i]
 		if v, set := sw[k.Name]; set {
 			if !v {
-				say("toolkit %q is switched off (\"%s: false\"); a per-tool switch cannot override that", k.Name, k.Name)
+				say("toolkit %q is switched off (\"%s: false\"%s); a per-tool switch cannot override that", k.Name, k.Name, atIn(src.switches(), k.Name))
 				return false, reasons
 			}
 			anyTrue = true
@@ -121,10 +127,11 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool) (bool, []string) 
 	}
 	if anyTrue {
 		if perToolSet {
-			say("toolkit switched on, tool switched %s by \"%s: %t\"", onOff(perTool), tool, perTool)
+			say("toolkit switched on, tool switched %s by \"%s: %t\"%s", onOff(perTool), tool, perTool, at(src.switches(), tool))
 			return perTool, reasons
 		}
-		say("toolkit %s switched on", quoteKits(t, kits, sw, true))
+		names, pos := quoteKits(t, kits, sw, true, src)
+		say("toolkit %s switched on%s", names, pos)
 		return true, reasons
 	}
 	// No toolkit switch set: is another member explicitly on (legacy)?
@@ -132,27 +139,28 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool) (bool, []string) 
 		for _, m := range t.kits[i].Tools {
 			if m != tool && sw[m] {
 				if perToolSet {
-					say("toolkit %q counts as on because its member %q is switched on (legacy config); tool switched %s by \"%s: %t\"", t.kits[i].Name, m, onOff(perTool), tool, perTool)
+					say("toolkit %q counts as on because its member %q is switched on%s (legacy config); tool switched %s by \"%s: %t\"%s", t.kits[i].Name, m, at(src.switches(), m), onOff(perTool), tool, perTool, at(src.switches(), tool))
 					return perTool, reasons
 				}
-				say("toolkit %q counts as on because its member %q is switched on (legacy config)", t.kits[i].Name, m)
+				say("toolkit %q counts as on because its member %q is switched on%s (legacy config)", t.kits[i].Name, m, at(src.switches(), m))
 				return true, reasons
 			}
 		}
 	}
 	if perToolSet {
-		say("switched %s by its own \"%s: %t\" line (no toolkit switch set)", onOff(perTool), tool, perTool)
+		say("switched %s by its own \"%s: %t\" line%s (no toolkit switch set)", onOff(perTool), tool, perTool, at(src.switches(), tool))
 		return perTool, reasons
 	}
 	def := true
 	for _, i := range kits {
 		if !t.kits[i].Default {
 			def = false
-			say("toolkit %q is off by default and the agent does not switch it on", t.kits[i].Name)
+			say("toolkit %q is off by default and the agent does not switch it on%s", t.kits[i].Name, at(src.toolkits(), t.kits[i].Name))
 		}
 	}
 	if def {
-		say("toolkit %s on by default", quoteKits(t, kits, sw, false))
+		names, pos := quoteKits(t, kits, sw, false, src)
+		say("toolkit %s on by default%s", names, pos)
 	}
 	return def, reasons
 }
@@ -164,14 +172,35 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func quoteKits(t *Toolkits, kits []int, sw Switches, onlySet bool) string {
-	var names []string
+// atIn returns " at where" for key of m, or "" when the position is unknown.
+func atIn(m map[string]string, key string) string {
+	if s, ok := m[key]; ok && s != "" {
+		return " at " + s
+	}
+	return ""
+}
+
+// quoteKits names the toolkits (switched ones only when onlySet) and says
+// where each was switched (or, not switched, defined): " (a; b)".
+func quoteKits(t *Toolkits, kits []int, sw Switches, onlySet bool, src *Sources) (names, pos string) {
+	var ns, ps []string
 	for _, i := range kits {
-		if _, set := sw[t.kits[i].Name]; set || !onlySet {
-			names = append(names, fmt.Sprintf("%q", t.kits[i].Name))
+		n := t.kits[i].Name
+		if _, set := sw[n]; set || !onlySet {
+			ns = append(ns, fmt.Sprintf("%q", n))
+			m := src.toolkits()
+			if set {
+				m = src.switches()
+			}
+			if p, ok := m[n]; ok && p != "" {
+				ps = append(ps, p)
+			}
 		}
 	}
-	return strings.Join(names, ", ")
+	if len(ps) > 0 {
+		pos = " (" + strings.Join(ps, "; ") + ")"
+	}
+	return strings.Join(ns, ", "), pos
 }
 
 // Decision is whether a tool is visible to an agent, with every reason.
@@ -194,6 +223,8 @@ type Input struct {
 	// Withheld lists other reasons outside this policy that keep the tool
 	// from the agent (a toolbox tool its "## Toolbox" does not list).
 	Withheld []string
+	// Sources, when set, makes each reason name where its rule was written.
+	Sources *Sources
 }
 
 // Decide applies Visible = CanAccess and toolkit-enabled and requirements met,
@@ -203,9 +234,9 @@ func Decide(in Input) Decision {
 	if !in.Defined {
 		d.Reasons = append(d.Reasons, "no tool named "+in.Tool+" is defined in this world")
 	}
-	acc, r := in.Access.Explain(in.Tool)
+	acc, r := in.Access.ExplainFrom(in.Tool, in.Sources)
 	d.Reasons = append(d.Reasons, r...)
-	on, r := in.Toolkits.Explain(in.Switches, in.Tool)
+	on, r := in.Toolkits.ExplainFrom(in.Switches, in.Tool, in.Sources)
 	d.Reasons = append(d.Reasons, r...)
 	if IsAlwaysOn(in.Tool) {
 		on = true // always-on tools ignore toolkits too

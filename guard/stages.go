@@ -497,7 +497,11 @@ func (p *Pipeline) permission(ctx context.Context, s *state) *refusal {
 	s.level, s.hasLvl = lvl, true
 	s.stage("permission", lvl.String(), reasons...)
 	if lvl == armory.PermDeny {
-		return refuse(audit.StatusDenied, armory.KindDenied, "Denied: %s may not be used by this agent (%s). Do not retry; if the task needs it, say so to a human.", s.c.Tool, strings.Join(reasons, "; "))
+		// The audit record and the outcome's reasons name the deciding
+		// rule's file and line; the model's text does not (config.md is
+		// never sent to a model).
+		_, plain := access.EffectiveLevel(in.WithoutSources())
+		return refuse(audit.StatusDenied, armory.KindDenied, "Denied: %s may not be used by this agent (%s). Do not retry; if the task needs it, say so to a human.", s.c.Tool, strings.Join(plain, "; "))
 	}
 	return nil
 }

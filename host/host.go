@@ -56,11 +56,15 @@ type Host struct {
 	Toolkits   *access.Toolkits
 	Warnings   world.Diagnostics
 
-	agents  map[string]*Agent
-	unmet   map[string][]string // tool → unmet requirements, with why
-	box     map[string]string   // toolbox tool full name → toolbox name
-	unavail map[string]string   // Options.Unavailable
-	pipe    map[string]*PipelineTool
+	agents map[string]*Agent
+	// worldRules are the world's permission rules; srcGroups and srcKits
+	// say where its privilege groups and toolkits are defined.
+	worldRules         []access.Rule
+	srcGroups, srcKits map[string]string
+	unmet              map[string][]string // tool → unmet requirements, with why
+	box                map[string]string   // toolbox tool full name → toolbox name
+	unavail            map[string]string   // Options.Unavailable
+	pipe               map[string]*PipelineTool
 	// upstream holds the names of Options.Extra tools.
 	upstream map[string]bool
 }
@@ -75,6 +79,11 @@ type Agent struct {
 	Env      *armory.AgentEnv
 	// listed holds the toolbox tools the agent's "## Toolbox" names.
 	listed map[string]bool
+	// rules are the agent's "## Permissions" rules; src says where each
+	// access rule was written (for the reasons).
+	rules      []access.Rule
+	profileSrc string
+	src        *access.Sources
 }
 
 // Open loads the world at dir and builds every agent's registry. A world
@@ -177,6 +186,8 @@ func Open(dir string, opts Options) (*Host, error) {
 		}
 	}
 	h.Toolkits = access.NewToolkits(kits)
+	h.srcGroups, h.srcKits = worldSources(w)
+	h.worldRules = permRules(world.ConfigFile, w.Policy.Permissions)
 	if err := ds.Err(); err != nil {
 		return nil, withWarnings(err, w.Diagnostics)
 	}
@@ -341,6 +352,10 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 		Switches: access.Switches{},
 		Env:      &armory.AgentEnv{ID: a.ID, Workspace: h.World.Workspace(a.ID), Sandbox: armory.SandboxPolicy{Backend: h.World.Sandbox, Network: c.Policy.Network}},
 		listed:   map[string]bool{},
+		rules:    permRules(c.File, c.Policy.Permissions),
+		src:      h.agentSources(c),
+		// where "profile:" is set, for the permission reasons
+		profileSrc: where(c.File, c.Policy.ProfileLine, "profile: "+c.Policy.Profile),
 	}
 	for _, s := range c.Toolkits {
 		ag.Switches[s.Name] = s.On
@@ -390,7 +405,7 @@ func (h *Host) decide(ag *Agent, name string) access.Decision {
 		v, why := pipelineDecision(pt, ag)
 		return access.Decision{Visible: v, Reasons: why}
 	}
-	in := access.Input{Tool: name, Defined: h.Catalog.Has(name), Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: h.unmet[name]}
+	in := access.Input{Tool: name, Defined: h.Catalog.Has(name), Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: h.unmet[name], Sources: ag.src}
 	var extra []string
 	if why, ok := h.unavailable(name); ok && !in.Defined {
 		in.Withheld = append(in.Withheld, why)
@@ -470,6 +485,16 @@ func (h *Host) Explain(id, tool string) (Explanation, error) {
 			d.Reasons = append(d.Reasons, "registered at run time")
 		} else {
 			d.Reasons = append(d.Reasons, "unregistered at run time")
+		}
+	}
+	// A visible tool's permission level, before anything about one call
+	// (command screening, bias patterns) raises it, with the rule that set it.
+	if d.Visible {
+		if t, err := ag.Registry.Lookup(tool); err == nil {
+			_, why := access.EffectiveLevel(h.LevelInput(ag, tool, t.Manifest()))
+			for _, w := range why {
+				d.Reasons = append(d.Reasons, "permission: "+w)
+			}
 		}
 	}
 	return Explanation{Agent: id, Tool: tool, Visible: d.Visible, Public: d.Public, Reasons: d.Reasons}, nil

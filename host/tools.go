@@ -3,7 +3,6 @@ package host
 import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
-	"github.com/armory-dev/armory/world"
 )
 
 // ToolInfo is one tool of an agent as `tool list --long` and
@@ -42,18 +41,10 @@ func (h *Host) Tools(ag *Agent) []ToolInfo {
 // name with manifest m: the agent's rules and profile and the world's rules.
 // The pipeline adds what the call itself says (terminal screening, bias).
 func (h *Host) LevelInput(ag *Agent, name string, m armory.Manifest) access.LevelInput {
-	in := access.LevelInput{Tool: name, Manifest: m, WorldRules: permRules(h.World.Policy.Permissions)}
+	in := access.LevelInput{Tool: name, Manifest: m, WorldRules: h.worldRules, AgentRules: ag.rules}
 	if cfg := ag.Def.Config; cfg != nil {
-		in.AgentRules = permRules(cfg.Policy.Permissions)
 		in.Profile = access.Profile(cfg.Policy.Profile)
+		in.ProfileSrc = ag.profileSrc
 	}
 	return in
-}
-
-func permRules(rs []world.PermRule) []access.Rule {
-	out := make([]access.Rule, len(rs))
-	for i, r := range rs {
-		out[i] = access.Rule{Tool: r.Tool, Level: r.Level}
-	}
-	return out
 }
