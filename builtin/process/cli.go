@@ -86,14 +86,7 @@ func (o Options) withDefaults() Options {
 // callTimeout turns a call's timeout_secs into its time limit: the default
 // for 0, capped at MaxTimeout.
 func (o Options) callTimeout(secs float64) time.Duration {
-	if secs <= 0 {
-		return o.Timeout
-	}
-	d := time.Duration(secs * float64(time.Second))
-	if d > o.MaxTimeout || d <= 0 {
-		d = o.MaxTimeout
-	}
-	return d
+	return args.Timeout(secs, o.Timeout, o.MaxTimeout)
 }
 
 // sandboxRequirement is the requirement of every process tool: a working

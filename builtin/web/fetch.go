@@ -134,14 +134,7 @@ func (o Options) guard() *netguard.Guard {
 // callTimeout returns the call's time limit: secs when positive (capped at
 // MaxTimeout), else the default.
 func (o Options) callTimeout(secs float64) time.Duration {
-	if secs <= 0 {
-		return o.Timeout
-	}
-	d := time.Duration(secs * float64(time.Second))
-	if d > o.MaxTimeout || d <= 0 {
-		d = o.MaxTimeout
-	}
-	return d
+	return args.Timeout(secs, o.Timeout, o.MaxTimeout)
 }
 
 // webClient is the guarded HTTP client shared by tool.fetch and web.search.

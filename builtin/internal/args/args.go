@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/armory-dev/armory"
 )
@@ -61,4 +62,17 @@ func Schema(required []string, props string) json.RawMessage {
 		req = []byte("[]")
 	}
 	return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `,"additionalProperties":false}`)
+}
+
+// Timeout turns a call's timeout_secs into its time limit: def when the
+// call gives none (0 or less), else the time asked for, at most max.
+func Timeout(secs float64, def, max time.Duration) time.Duration {
+	if secs <= 0 {
+		return def
+	}
+	d := time.Duration(secs * float64(time.Second))
+	if d > max || d <= 0 {
+		d = max
+	}
+	return d
 }
