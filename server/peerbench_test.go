@@ -49,7 +49,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin"
+	"github.com/armory-dev/armory/builtin/workspace"
 	"github.com/armory-dev/armory/internal/mcpecho"
 	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/store"
@@ -281,7 +281,7 @@ func startPeerSystems(t testing.TB, only []string) []peerSystem {
 		if !use(name) && !use(readName) {
 			continue
 		}
-		cfg := armoryConfig{echoCommand: echo, builtins: []armory.Tool{&builtin.Read{}}}
+		cfg := armoryConfig{echoCommand: echo, builtins: []armory.Tool{&workspace.Read{}}}
 		if mode != "" {
 			cfg.worldYAML = durabilityYAML(mode)
 		}

@@ -27,7 +27,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin"
+	"github.com/armory-dev/armory/builtin/workspace"
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/internal/testenv"
@@ -286,7 +286,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 		t.Fatal(err)
 	}
 	trigger := &triggerToolChange{}
-	tools := append([]armory.Tool{&builtin.Read{}, &builtin.List{}, &builtin.Search{}, trigger}, conformanceTools()...)
+	tools := append([]armory.Tool{&workspace.Read{}, &workspace.List{}, &workspace.Search{}, trigger}, conformanceTools()...)
 	h, err := host.Open(dir, host.Options{Builtins: tools})
 	if err != nil {
 		t.Fatal(err)

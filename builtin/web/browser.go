@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 	"github.com/armory-dev/armory/netguard"
 )
 
@@ -39,7 +40,7 @@ const (
 // after the call. It is safe for concurrent use; at most MaxBrowsers
 // browsers run at once.
 type Browser struct {
-	opts  WebOptions
+	opts  Options
 	guard *netguard.Guard
 	sem   chan struct{}
 	// agents holds the guards of agents with a network allow-list.
@@ -49,7 +50,7 @@ type Browser struct {
 var _ armory.Tool = (*Browser)(nil)
 
 // NewBrowser returns tool.browser configured by o.
-func NewBrowser(o WebOptions) *Browser {
+func NewBrowser(o Options) *Browser {
 	o = o.withDefaults()
 	return &Browser{opts: o, guard: o.guard(), sem: make(chan struct{}, o.MaxBrowsers)}
 }
@@ -70,7 +71,7 @@ func (t *Browser) Spec() armory.Spec {
 		Name: "tool.browser",
 		Description: fmt.Sprintf("Load a public http(s) page in headless Chromium, running its JavaScript, and return the rendered text (cut at %d KB), "+
 			"or with screenshot=true save a PNG under screenshots/ in your workspace. Requests to private or internal addresses are blocked. Default timeout %s.", t.opts.BodyLimit>>10, t.opts.Timeout),
-		InputSchema: schema([]string{"url"},
+		InputSchema: args.Schema([]string{"url"},
 			`"url":{"type":"string","description":"Absolute http:// or https:// URL to open"},`+
 				`"screenshot":{"type":"boolean","description":"Save a PNG screenshot into the workspace (screenshots/) instead of returning the text"},`+
 				`"full_page":{"type":"boolean","description":"With screenshot: capture the whole page, not only the 1280x800 viewport"},`+
@@ -124,7 +125,7 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 		WaitMS      int     `json:"wait_ms"`
 		TimeoutSecs float64 `json:"timeout_secs"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	switch {

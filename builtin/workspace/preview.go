@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // PreviewLimit bounds the files (before and after) a preview diffs; larger
@@ -33,14 +34,8 @@ func readCurrent(op string, env *armory.AgentEnv, path string) (tg wsPath, conte
 	if err != nil {
 		return tg, "", false, err
 	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
-		return tg, "", false, err
-	}
-	defer unix.Close(rootfd)
-	dir, base := splitRel(tg.rel)
-	dirfd, err := walkDir(rootfd, dir, false)
-	if errors.Is(err, unix.ENOENT) {
+	dirfd, base, err := openParent(op, tg, false)
+	if err == unix.ENOENT {
 		return tg, "", false, nil
 	}
 	if err != nil {
@@ -105,11 +100,8 @@ func unified(tg wsPath, exists bool, old, new string) string {
 // current file (from /dev/null for a new file). It changes nothing.
 func (t *Write) Preview(ctx context.Context, inv armory.Invocation) (string, error) {
 	const op = "workspace.write"
-	var a struct {
-		Path    string  `json:"path"`
-		Content *string `json:"content"`
-	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	var a writeArgs
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return "", err
 	}
 	if a.Content == nil {
@@ -131,13 +123,8 @@ func (t *Write) Preview(ctx context.Context, inv armory.Invocation) (string, err
 // absent or not unique). It changes nothing.
 func (t *Edit) Preview(ctx context.Context, inv armory.Invocation) (string, error) {
 	const op = "workspace.edit"
-	var a struct {
-		Path       string  `json:"path"`
-		OldString  *string `json:"old_string"`
-		NewString  *string `json:"new_string"`
-		ReplaceAll bool    `json:"replace_all"`
-	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	var a editArgs
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return "", err
 	}
 	if a.OldString == nil || a.NewString == nil || *a.OldString == "" {
@@ -176,11 +163,8 @@ var _ armory.Previewer = (*Delete)(nil)
 // nothing.
 func (t *Delete) Preview(ctx context.Context, inv armory.Invocation) (string, error) {
 	const op = "workspace.delete"
-	var a struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	var a deleteArgs
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return "", err
 	}
 	tg, old, exists, err := readCurrent(op, inv.Agent, a.Path)

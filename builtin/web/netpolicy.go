@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"sync"
@@ -10,7 +10,7 @@ import (
 // guardFor returns the dial guard for an agent's network allow-list (np
 // not nil): allow-list mode with its rules, on top of o's own allowances
 // and resolver.
-func (o WebOptions) guardFor(np *armory.NetPolicy) (*netguard.Guard, error) {
+func (o Options) guardFor(np *armory.NetPolicy) (*netguard.Guard, error) {
 	rules, err := netguard.ParseRules(np.Allow)
 	if err != nil {
 		return nil, armory.E("netguard", armory.KindInvalid, "the network allow-list at "+np.From+" is invalid", err)
@@ -56,7 +56,7 @@ func (c *policyCache[T]) get(inv armory.Invocation, mk func(*armory.NetPolicy) (
 
 // clientFor returns the web client of inv's agent: its allow-list's, or
 // def.
-func clientFor(c *policyCache[*webClient], o WebOptions, def *webClient, inv armory.Invocation) (*webClient, error) {
+func clientFor(c *policyCache[*webClient], o Options, def *webClient, inv armory.Invocation) (*webClient, error) {
 	wc, ok, err := c.get(inv, func(np *armory.NetPolicy) (*webClient, error) {
 		g, err := o.guardFor(np)
 		if err != nil {

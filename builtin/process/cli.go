@@ -1,4 +1,7 @@
-package builtin
+// Package process holds the tools that run programs in the process
+// sandbox: tool.cli (a shell command) and tool.python (a snippet), in the
+// agent's workspace with time and output limits.
+package process
 
 import (
 	"context"
@@ -11,19 +14,20 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 	"github.com/armory-dev/armory/sandbox"
 )
 
 // Defaults of the process tools (tool.cli, tool.python).
 const (
-	// DefaultProcessTimeout is a call's time limit when timeout_secs is
+	// DefaultTimeout is a call's time limit when timeout_secs is
 	// not given.
-	DefaultProcessTimeout = 30 * time.Second
-	// DefaultProcessMaxTimeout is the largest timeout_secs a call may ask for.
-	DefaultProcessMaxTimeout = 10 * time.Minute
-	// ProcessMaxOutput is how many bytes of each stream (stdout, stderr) a
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxTimeout is the largest timeout_secs a call may ask for.
+	DefaultMaxTimeout = 10 * time.Minute
+	// MaxOutput is how many bytes of each stream (stdout, stderr) a
 	// process tool keeps; the rest is read, counted and dropped.
-	ProcessMaxOutput = 64 << 10
+	MaxOutput = 64 << 10
 	// CLIMaxCommand bounds tool.cli's command (Linux refuses a single
 	// argument over 128 KiB anyway).
 	CLIMaxCommand = 64 << 10
@@ -37,9 +41,9 @@ const (
 	DefaultPython = "python3"
 )
 
-// ProcessOptions configure tool.cli and tool.python. The zero value gives
+// Options configure tool.cli and tool.python. The zero value gives
 // the defaults above; the constructors copy it.
-type ProcessOptions struct {
+type Options struct {
 	// Timeout is a call's time limit when it gives no timeout_secs (zero:
 	// 30 s). MaxTimeout caps timeout_secs (zero: 10 min; never below
 	// Timeout).
@@ -57,18 +61,18 @@ type ProcessOptions struct {
 	Python string
 }
 
-func (o ProcessOptions) withDefaults() ProcessOptions {
+func (o Options) withDefaults() Options {
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultProcessTimeout
+		o.Timeout = DefaultTimeout
 	}
 	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = DefaultProcessMaxTimeout
+		o.MaxTimeout = DefaultMaxTimeout
 	}
 	if o.MaxTimeout < o.Timeout {
 		o.MaxTimeout = o.Timeout
 	}
 	if o.MaxOutput <= 0 {
-		o.MaxOutput = ProcessMaxOutput
+		o.MaxOutput = MaxOutput
 	}
 	if o.Shell == "" {
 		o.Shell = DefaultShell
@@ -81,15 +85,8 @@ func (o ProcessOptions) withDefaults() ProcessOptions {
 
 // callTimeout turns a call's timeout_secs into its time limit: the default
 // for 0, capped at MaxTimeout.
-func (o ProcessOptions) callTimeout(secs float64) time.Duration {
-	if secs <= 0 {
-		return o.Timeout
-	}
-	d := time.Duration(secs * float64(time.Second))
-	if d > o.MaxTimeout || d <= 0 {
-		d = o.MaxTimeout
-	}
-	return d
+func (o Options) callTimeout(secs float64) time.Duration {
+	return args.Timeout(secs, o.Timeout, o.MaxTimeout)
 }
 
 // sandboxRequirement is the requirement of every process tool: a working
@@ -97,9 +94,9 @@ func (o ProcessOptions) callTimeout(secs float64) time.Duration {
 // sandbox.Requirement(world sandbox setting).
 var sandboxRequirement = armory.Requirement{Kind: sandbox.RequirementKind, Name: "process sandbox (bwrap or landlock)"}
 
-// ProcessValue is the structured result (Result.Value) of tool.cli and
+// Value is the structured result (Result.Value) of tool.cli and
 // tool.python.
-type ProcessValue struct {
+type Value struct {
 	ExitCode   int    `json:"exit_code"`
 	DurationMS int64  `json:"duration_ms"`
 	Backend    string `json:"backend"`
@@ -131,13 +128,13 @@ var processOutputSchema = []byte(`{"type":"object","properties":{` +
 // command happens before, in the guarded pipeline; the sandbox is the
 // second wall. Safe for concurrent use.
 type CLI struct {
-	opts ProcessOptions
+	opts Options
 }
 
 var _ armory.Tool = (*CLI)(nil)
 
 // NewCLI returns tool.cli configured by o (zero fields take defaults).
-func NewCLI(o ProcessOptions) *CLI { return &CLI{opts: o.withDefaults()} }
+func NewCLI(o Options) *CLI { return &CLI{opts: o.withDefaults()} }
 
 func (t *CLI) Spec() armory.Spec {
 	return armory.Spec{
@@ -145,7 +142,7 @@ func (t *CLI) Spec() armory.Spec {
 		Description: fmt.Sprintf("Run a shell command (%s -c) in your workspace inside a sandbox: the file system is read-only except your workspace and a private /tmp, "+
 			"there is no network unless your sandbox policy grants it, stdin is empty. Each of stdout and stderr is cut at %d KB. Default time limit %s, at most %s; "+
 			"the whole process tree is killed at the limit.", t.opts.Shell, t.opts.MaxOutput>>10, t.opts.Timeout, t.opts.MaxTimeout),
-		InputSchema: schema([]string{"command"},
+		InputSchema: args.Schema([]string{"command"},
 			fmt.Sprintf(`"command":{"type":"string","maxLength":%d,"description":"Shell command line, for example \"ls -la && git status\""},`, CLIMaxCommand)+
 				cwdProp+","+timeoutProp(t.opts)),
 		OutputSchema: processOutputSchema,
@@ -168,7 +165,7 @@ func processManifest(extra ...armory.Requirement) armory.Manifest {
 
 const cwdProp = `"cwd":{"type":"string","description":"Working directory relative to your workspace (default: the workspace itself); it must exist and stay inside the workspace"}`
 
-func timeoutProp(o ProcessOptions) string {
+func timeoutProp(o Options) string {
 	return fmt.Sprintf(`"timeout_secs":{"type":"number","minimum":0,"maximum":%d,"description":"Time limit in seconds (default %d, at most %d)"}`,
 		int(o.MaxTimeout/time.Second), int(o.Timeout/time.Second), int(o.MaxTimeout/time.Second))
 }
@@ -179,7 +176,7 @@ func timeoutProp(o ProcessOptions) string {
 // KindTimeout (the time limit passed: the tree was killed; the output so
 // far is in the text), KindOther (the command exited non-zero or was
 // killed by the process limit). A failed run still carries its output and
-// Value (a ProcessValue).
+// Value (a Value).
 func (t *CLI) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "tool.cli"
 	var a struct {
@@ -187,7 +184,7 @@ func (t *CLI) Execute(ctx context.Context, inv armory.Invocation) armory.Result 
 		Cwd         string  `json:"cwd"`
 		TimeoutSecs float64 `json:"timeout_secs"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	switch {
@@ -210,7 +207,7 @@ func (t *CLI) Execute(ctx context.Context, inv armory.Invocation) armory.Result 
 // processPolicy builds the sandbox policy of one call: the agent's
 // workspace (created if missing) and sandbox settings, cwd checked to stay
 // inside the workspace.
-func processPolicy(op string, inv armory.Invocation, cwd string, o ProcessOptions, timeout time.Duration) (sandbox.Policy, error) {
+func processPolicy(op string, inv armory.Invocation, cwd string, o Options, timeout time.Duration) (sandbox.Policy, error) {
 	if inv.Agent == nil || inv.Agent.Workspace == "" {
 		return sandbox.Policy{}, armory.E(op, armory.KindUnavailable, "this agent has no workspace to run commands in")
 	}
@@ -309,7 +306,7 @@ func runError(op, argv0 string, err error) error {
 // processResult renders an outcome for the model: stdout, then a
 // "[stderr]" section, then a status line when the run failed.
 func processResult(out sandbox.Outcome, maxOutput int) armory.Result {
-	v := ProcessValue{
+	v := Value{
 		ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(), Backend: string(out.Backend),
 		TimedOut: out.TimedOut, Killed: out.Killed, KillReason: out.KillReason, Signal: out.Signal,
 		StdoutBytes: out.StdoutTotal, StderrBytes: out.StderrTotal,

@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 import (
 	"context"
@@ -221,7 +221,7 @@ func TestParseTarget(t *testing.T) {
 		{in: "a/../../x", kind: armory.KindInvalid, msg: "climbs above"},
 		{in: "@project:web/../ws/x", kind: armory.KindInvalid, msg: "climbs above @project:web/"},
 		{in: "a\x00b", kind: armory.KindInvalid, msg: "NUL"},
-		{in: strings.Repeat("a/", WorkspaceMaxPath/2+1), kind: armory.KindInvalid, msg: "the limit is 4096"},
+		{in: strings.Repeat("a/", MaxPath/2+1), kind: armory.KindInvalid, msg: "the limit is 4096"},
 		{in: "...", rel: "..."},
 	}
 	for _, c := range cases {
@@ -653,7 +653,7 @@ func TestWorkspaceSearch(t *testing.T) {
 		wantFail(t, run(t, s, f.env, M{"glob": "/etc/*"}), armory.KindInvalid, "no leading /")
 		wantFail(t, run(t, s, f.env, M{"pattern": "x", "max_results": 0}), armory.KindInvalid, "between 1 and 500")
 		wantFail(t, run(t, s, f.env, M{"pattern": "x", "max_results": 501}), armory.KindInvalid, "between 1 and 500")
-		wantFail(t, run(t, s, f.env, M{"pattern": strings.Repeat("a", WorkspaceSearchPatternLen+1)}), armory.KindInvalid, "at most 1024 bytes")
+		wantFail(t, run(t, s, f.env, M{"pattern": strings.Repeat("a", SearchPatternLen+1)}), armory.KindInvalid, "at most 1024 bytes")
 		wantFail(t, run(t, s, f.env, M{"pattern": "x", "path": "README.md"}), armory.KindInvalid, "not a folder")
 	})
 }
@@ -662,10 +662,10 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 	f := newWS(t)
 	s := &Search{}
 	t.Run("max_results", func(t *testing.T) {
-		mustWrite(t, filepath.Join(f.ws, "r/many.txt"), strings.Repeat("match\n", WorkspaceSearchMaxResults+10))
-		for _, max := range []int{0, 3, WorkspaceSearchMaxResults} {
+		mustWrite(t, filepath.Join(f.ws, "r/many.txt"), strings.Repeat("match\n", SearchMaxResults+10))
+		for _, max := range []int{0, 3, SearchMaxResults} {
 			args := M{"pattern": "match", "path": "r"}
-			want := WorkspaceSearchDefaultResults
+			want := SearchDefaultResults
 			if max > 0 {
 				args["max_results"] = max
 				want = max
@@ -681,7 +681,7 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 		}
 	})
 	t.Run("file bytes", func(t *testing.T) {
-		big := strings.Repeat("x\n", WorkspaceSearchFileBytes/2-4) + "EARLY\n" + strings.Repeat("y\n", 100) + "LATE\n"
+		big := strings.Repeat("x\n", SearchFileBytes/2-4) + "EARLY\n" + strings.Repeat("y\n", 100) + "LATE\n"
 		mustWrite(t, filepath.Join(f.ws, "b/big.txt"), big)
 		r := run(t, s, f.env, M{"pattern": "EARLY|LATE", "path": "b"})
 		wantOK(t, r)
@@ -695,13 +695,13 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 		wantOK(t, r)
 		line, _, _ := strings.Cut(r.Text, "\n")
 		text := strings.TrimPrefix(line, "l/long.txt:1: ")
-		if !strings.Contains(text, "NEEDLE") || len(text) > WorkspaceSearchLineBytes+2*len("…") || strings.ContainsRune(text, '\uFFFD') {
+		if !strings.Contains(text, "NEEDLE") || len(text) > SearchLineBytes+2*len("…") || strings.ContainsRune(text, '\uFFFD') {
 			t.Fatalf("excerpt %d bytes: %q", len(text), text)
 		}
 	})
 	t.Run("files read", func(t *testing.T) {
 		mustWrite(t, filepath.Join(f.ws, "files", "f00000.txt"), "nothing here\n")
-		for i := 1; i <= WorkspaceSearchMaxFiles; i++ {
+		for i := 1; i <= SearchMaxFiles; i++ {
 			if err := os.WriteFile(filepath.Join(f.ws, "files", fmt.Sprintf("f%05d.txt", i)), []byte("nothing here\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -714,7 +714,7 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 	})
 	t.Run("entries visited", func(t *testing.T) {
 		mustWrite(t, filepath.Join(f.ws, "entries", "e00000"), "")
-		for i := 1; i <= WorkspaceSearchMaxEntries; i++ {
+		for i := 1; i <= SearchMaxEntries; i++ {
 			if err := os.WriteFile(filepath.Join(f.ws, "entries", fmt.Sprintf("e%05d", i)), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}

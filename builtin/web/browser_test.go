@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"bytes"
@@ -59,7 +59,7 @@ func TestBrowserRendersJavaScript(t *testing.T) {
 		w.Header().Set("Content-Type", "text/html")
 		io.WriteString(w, page)
 	}))
-	b := NewBrowser(WebOptions{AllowCIDRs: only127001})
+	b := NewBrowser(Options{AllowCIDRs: only127001})
 	r := runBrowser(t, b, nil, map[string]any{"url": srv.URL + "/"})
 	if !r.Success {
 		t.Fatalf("browser failed (%v): %s", r.Kind, r.Text)
@@ -75,12 +75,12 @@ func TestBrowserRendersJavaScript(t *testing.T) {
 		t.Errorf("value %+v", v)
 	}
 	// tool.fetch sees only the source: the text is made by the script.
-	fr := runFetch(t, NewFetch(WebOptions{AllowCIDRs: loopback}), map[string]any{"url": srv.URL + "/"})
+	fr := runFetch(t, NewFetch(Options{AllowCIDRs: loopback}), map[string]any{"url": srv.URL + "/"})
 	if strings.Contains(fr.Text, "rendered by script: 42") {
 		t.Error("the fixture does not need JavaScript")
 	}
 	// Without the allowance the same URL is refused before a browser starts.
-	r = runBrowser(t, NewBrowser(WebOptions{}), nil, map[string]any{"url": srv.URL + "/"})
+	r = runBrowser(t, NewBrowser(Options{}), nil, map[string]any{"url": srv.URL + "/"})
 	mustFail(t, r, armory.KindBlocked)
 }
 
@@ -114,7 +114,7 @@ probe("mapped", "http://[::ffff:169.254.169.254]/latest/meta-data/");
 		io.WriteString(w, page)
 	}))
 
-	r := runBrowser(t, NewBrowser(WebOptions{AllowCIDRs: only127001}), nil, map[string]any{"url": srv.URL + "/"})
+	r := runBrowser(t, NewBrowser(Options{AllowCIDRs: only127001}), nil, map[string]any{"url": srv.URL + "/"})
 	if !r.Success {
 		t.Fatalf("browser failed (%v): %s", r.Kind, r.Text)
 	}
@@ -137,7 +137,7 @@ probe("mapped", "http://[::ffff:169.254.169.254]/latest/meta-data/");
 
 	// Control: with all of 127.0.0.0/8 allowed the same page reads the
 	// secret, so the refusal above is the policy's doing.
-	r = runBrowser(t, NewBrowser(WebOptions{AllowCIDRs: loopback}), nil, map[string]any{"url": srv.URL + "/"})
+	r = runBrowser(t, NewBrowser(Options{AllowCIDRs: loopback}), nil, map[string]any{"url": srv.URL + "/"})
 	if !r.Success || !strings.Contains(r.Text, "loopback: got INTERNAL-SECRET-7731") {
 		t.Errorf("control run did not read the secret (kind %v):\n%s", r.Kind, r.Text)
 	}
@@ -154,7 +154,7 @@ func TestBrowserRedirectToBlocked(t *testing.T) {
 	srv := serveOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, secret.URL+"/", http.StatusFound)
 	}))
-	r := runBrowser(t, NewBrowser(WebOptions{AllowCIDRs: only127001}), nil, map[string]any{"url": srv.URL + "/"})
+	r := runBrowser(t, NewBrowser(Options{AllowCIDRs: only127001}), nil, map[string]any{"url": srv.URL + "/"})
 	mustFail(t, r, armory.KindBlocked)
 	if strings.Contains(r.Text, "INTERNAL-SECRET") {
 		t.Errorf("leak: %s", r.Text)
@@ -169,7 +169,7 @@ func TestBrowserScreenshot(t *testing.T) {
 	}))
 	ws := filepath.Join(t.TempDir(), "ws")
 	env := &armory.AgentEnv{ID: "a1", Workspace: ws}
-	b := NewBrowser(WebOptions{AllowCIDRs: only127001})
+	b := NewBrowser(Options{AllowCIDRs: only127001})
 	for _, full := range []bool{false, true} {
 		r := runBrowser(t, b, env, map[string]any{"url": srv.URL + "/", "screenshot": true, "full_page": full})
 		if !r.Success {
@@ -216,7 +216,7 @@ func TestBrowserScreenshotConfined(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(ws, "screenshots")); err != nil {
 		t.Fatal(err)
 	}
-	r := runBrowser(t, NewBrowser(WebOptions{AllowCIDRs: only127001}), &armory.AgentEnv{Workspace: ws}, map[string]any{"url": srv.URL, "screenshot": true})
+	r := runBrowser(t, NewBrowser(Options{AllowCIDRs: only127001}), &armory.AgentEnv{Workspace: ws}, map[string]any{"url": srv.URL, "screenshot": true})
 	mustFail(t, r, armory.KindPermission)
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Errorf("wrote outside the workspace: %v", ents)
@@ -241,7 +241,7 @@ func TestBrowserTimeoutAndLimits(t *testing.T) {
 		}
 	}))
 	defer close(release)
-	b := NewBrowser(WebOptions{AllowCIDRs: only127001, Timeout: 2 * time.Second, MaxTimeout: 3 * time.Second, BodyLimit: 16 << 10})
+	b := NewBrowser(Options{AllowCIDRs: only127001, Timeout: 2 * time.Second, MaxTimeout: 3 * time.Second, BodyLimit: 16 << 10})
 	r := runBrowser(t, b, nil, map[string]any{"url": srv.URL + "/slow"})
 	mustFail(t, r, armory.KindTimeout)
 	r = runBrowser(t, b, nil, map[string]any{"url": srv.URL + "/slow", "timeout_secs": 3600})
@@ -250,7 +250,7 @@ func TestBrowserTimeoutAndLimits(t *testing.T) {
 		t.Errorf("timeout not capped at MaxTimeout: %s", r.Text)
 	}
 
-	b = NewBrowser(WebOptions{AllowCIDRs: only127001, BodyLimit: 16 << 10})
+	b = NewBrowser(Options{AllowCIDRs: only127001, BodyLimit: 16 << 10})
 	r = runBrowser(t, b, nil, map[string]any{"url": srv.URL + "/big"})
 	if !r.Success {
 		t.Fatalf("big page (%v): %s", r.Kind, r.Text)
@@ -264,7 +264,7 @@ func TestBrowserTimeoutAndLimits(t *testing.T) {
 }
 
 func TestBrowserInvalidArgs(t *testing.T) {
-	b := NewBrowser(WebOptions{})
+	b := NewBrowser(Options{})
 	for _, args := range []string{
 		`{}`, `{"url":"file:///etc/passwd"}`, `{"url":"chrome://settings"}`, `{"url":"javascript:alert(1)"}`,
 		`{"url":"https://example.com","wait_ms":10001}`, `{"url":"https://example.com","full_page":true}`,
@@ -275,6 +275,6 @@ func TestBrowserInvalidArgs(t *testing.T) {
 			t.Errorf("%s: success=%v kind=%v %s", args, r.Success, r.Kind, r.Text)
 		}
 	}
-	r := runBrowser(t, NewBrowser(WebOptions{ChromiumPath: "/nonexistent/chromium"}), nil, map[string]any{"url": "https://example.com/"})
+	r := runBrowser(t, NewBrowser(Options{ChromiumPath: "/nonexistent/chromium"}), nil, map[string]any{"url": "https://example.com/"})
 	mustFail(t, r, armory.KindUnavailable)
 }

@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 // This file holds what every workspace tool shares: routing prefixes,
 // path parsing, the protected-path rule and the file-descriptor based
@@ -52,23 +52,23 @@ const (
 	EditLimit = 8 << 20
 	// ListLimit is the most entries workspace.list returns.
 	ListLimit = 1000
-	// WorkspaceMaxPath is the longest path argument (in bytes) any tool accepts.
-	WorkspaceMaxPath = 4096
-	// WorkspaceSearchMaxEntries is the most directory entries (files and folders)
+	// MaxPath is the longest path argument (in bytes) any tool accepts.
+	MaxPath = 4096
+	// SearchMaxEntries is the most directory entries (files and folders)
 	// one workspace.search visits.
-	WorkspaceSearchMaxEntries = 20000
-	// WorkspaceSearchMaxFiles is the most files whose content one workspace.search reads.
-	WorkspaceSearchMaxFiles = 5000
-	// WorkspaceSearchFileBytes is how much of each file workspace.search reads.
-	WorkspaceSearchFileBytes = 1 << 20
-	// WorkspaceSearchMaxResults is the largest max_results workspace.search accepts;
-	// WorkspaceSearchDefaultResults is used when max_results is not given.
-	WorkspaceSearchMaxResults     = 500
-	WorkspaceSearchDefaultResults = 100
-	// WorkspaceSearchLineBytes is how much of a matching line workspace.search shows.
-	WorkspaceSearchLineBytes = 300
-	// WorkspaceSearchPatternLen is the longest regular expression or glob accepted.
-	WorkspaceSearchPatternLen = 1024
+	SearchMaxEntries = 20000
+	// SearchMaxFiles is the most files whose content one workspace.search reads.
+	SearchMaxFiles = 5000
+	// SearchFileBytes is how much of each file workspace.search reads.
+	SearchFileBytes = 1 << 20
+	// SearchMaxResults is the largest max_results workspace.search accepts;
+	// SearchDefaultResults is used when max_results is not given.
+	SearchMaxResults     = 500
+	SearchDefaultResults = 100
+	// SearchLineBytes is how much of a matching line workspace.search shows.
+	SearchLineBytes = 300
+	// SearchPatternLen is the longest regular expression or glob accepted.
+	SearchPatternLen = 1024
 	// DeleteMaxEntries is the most entries a recursive workspace.delete removes.
 	DeleteMaxEntries = 10000
 	// WalkMaxDepth is how deep list, search and delete descend.
@@ -139,8 +139,8 @@ func parseTarget(op string, env *armory.AgentEnv, p string) (wsPath, error) {
 	if strings.IndexByte(p, 0) >= 0 {
 		return t, armory.E(op, armory.KindInvalid, "path contains a NUL byte")
 	}
-	if len(p) > WorkspaceMaxPath {
-		return t, armory.E(op, armory.KindInvalid, fmt.Sprintf("path is %d bytes long; the limit is %d", len(p), WorkspaceMaxPath))
+	if len(p) > MaxPath {
+		return t, armory.E(op, armory.KindInvalid, fmt.Sprintf("path is %d bytes long; the limit is %d", len(p), MaxPath))
 	}
 	if env == nil {
 		return t, armory.E(op, armory.KindUnavailable, "this agent has no workspace")
@@ -253,9 +253,10 @@ func protectedReason(rel string) string {
 	return ""
 }
 
-// refuseProtected returns a KindPermission error when t is protected.
-func refuseProtected(op string, t wsPath, verb string) error {
-	if why := protectedReason(t.rel); why != "" {
+// refuseProtected returns a KindPermission error when t is protected,
+// unless allow is set (a tool's AllowProtected).
+func refuseProtected(op string, t wsPath, verb string, allow bool) error {
+	if why := protectedReason(t.rel); why != "" && !allow {
 		return armory.E(op, armory.KindPermission, fmt.Sprintf("%s is a protected path (%s); workspace tools never %s it", t, why, verb))
 	}
 	return nil
@@ -280,6 +281,36 @@ func openRoot(op string, t wsPath) (int, error) {
 		}
 		return -1, armory.E(op, armory.KindUnavailable, fmt.Sprintf("%s is not available", t.rootLabel()), err)
 	}
+}
+
+// openParent opens t's root and, beneath it without following any
+// symbolic link, the folder that holds t (making missing folders when
+// create is set); it returns that folder's descriptor, which the caller
+// closes, and t's last name. Every tool that changes a path starts here.
+// A root that cannot be opened is an *armory.Error; a failure beneath it
+// is the bare errno, for fsError (or for the caller to tell ENOENT apart).
+func openParent(op string, t wsPath, create bool) (dirfd int, base string, err error) {
+	rootfd, err := openRoot(op, t)
+	if err != nil {
+		return -1, "", err
+	}
+	defer unix.Close(rootfd)
+	dir, base := splitRel(t.rel)
+	dirfd, err = walkDir(rootfd, dir, create)
+	return dirfd, base, err
+}
+
+// openIn opens rel beneath t's root with flags, following symbolic links
+// only while they stay inside (see openBeneath); every tool that reads
+// starts here. The caller closes the descriptor. A root that cannot be
+// opened is an *armory.Error; a failure beneath it is the bare errno.
+func openIn(op string, t wsPath, rel string, flags int) (int, error) {
+	rootfd, err := openRoot(op, t)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(rootfd)
+	return openBeneath(rootfd, rel, flags, true)
 }
 
 // openBeneath opens rel (cleaned, relative) beneath the directory rootfd.

@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestFetchAgentAllowList(t *testing.T) {
 	defer other.Close()
 	p, op := port(t, srv), port(t, other)
 	hosts := netguard.Hosts{"public.test": {netip.MustParseAddr("127.0.0.1")}, "intra.test": {netip.MustParseAddr("127.0.0.1")}}
-	f := NewFetch(WebOptions{Resolver: hosts})
+	f := NewFetch(Options{Resolver: hosts})
 	call := func(np *armory.NetPolicy, u string) armory.Result {
 		return f.Execute(context.Background(), armory.Invocation{Args: fetchArgs(t, map[string]any{"url": u}), Agent: &armory.AgentEnv{ID: "a", Net: np}})
 	}
@@ -92,7 +92,7 @@ probe("metadata", "http://169.254.169.254/latest/meta-data/");
 		w.Header().Set("Content-Type", "text/html")
 		io.WriteString(w, page)
 	}))
-	b := NewBrowser(WebOptions{})
+	b := NewBrowser(Options{})
 	opened := &armory.AgentEnv{ID: "r", Net: &armory.NetPolicy{Allow: []string{"127.0.0.1:" + port(t, srv)}, From: "config.md:3"}}
 	r := runBrowser(t, b, opened, map[string]any{"url": srv.URL + "/"})
 	if !r.Success || !strings.Contains(r.Text, "loopback: ") {

@@ -1,4 +1,8 @@
-package builtin
+// Package workspace holds the tools over an agent's files (workspace.read,
+// write, edit, delete, list, search, with previews of changes) and the
+// confined file access they share (fs.go): paths resolve beneath the
+// agent's workspace or a granted root and never leave it.
+package workspace
 
 import (
 	"bytes"
@@ -11,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // wsPathDoc describes the path argument of every workspace tool.
@@ -29,7 +34,7 @@ func (*Read) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.read",
 		Description: "Read a text file from your workspace (or a granted @project:/@org: folder). Shows at most 64 KB per call with a [truncated ...] marker saying how to read on with offset.",
-		InputSchema: schema([]string{"path"}, `"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},"offset":{"type":"integer","minimum":0,"description":"Byte offset to start reading at (default 0); the truncation marker tells you the next one"}`),
+		InputSchema: args.Schema([]string{"path"}, `"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},"offset":{"type":"integer","minimum":0,"description":"Byte offset to start reading at (default 0); the truncation marker tells you the next one"}`),
 	}
 }
 
@@ -47,7 +52,7 @@ func (t *Read) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		Path   string `json:"path"`
 		Offset int64  `json:"offset"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	if a.Offset < 0 {
@@ -57,14 +62,9 @@ func (t *Read) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
-		return armory.FailErr(err)
-	}
-	defer unix.Close(rootfd)
 	// O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a
 	// terminal never becomes ours. The type is checked on the descriptor.
-	fd, err := openBeneath(rootfd, tg.rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY, true)
+	fd, err := openIn(op, tg, tg.rel, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return armory.FailErr(fsError(op, tg, err))
 	}
@@ -152,12 +152,18 @@ func (*Write) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.write",
 		Description: "Create or replace a file in your workspace with the given content (at most 8 MB), creating parent folders. The file is replaced atomically. Symbolic links are not followed; protected paths (.git/hooks, .git/config, .armory, .ssh, shell start-up files) are refused.",
-		InputSchema: schema([]string{"path", "content"}, `"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},"content":{"type":"string","description":"The whole new content of the file"}`),
+		InputSchema: args.Schema([]string{"path", "content"}, `"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},"content":{"type":"string","description":"The whole new content of the file"}`),
 	}
 }
 
 func (*Write) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermAuto, Category: armory.CatFileWrite}
+}
+
+// writeArgs are the arguments of workspace.write (Execute and Preview).
+type writeArgs struct {
+	Path    string  `json:"path"`
+	Content *string `json:"content"`
 }
 
 // Execute writes the file. Failures: KindInvalid (bad arguments, content
@@ -166,11 +172,8 @@ func (*Write) Manifest() armory.Manifest {
 // granted root that does not exist), KindUnavailable (no workspace, disk full).
 func (t *Write) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.write"
-	var a struct {
-		Path    string  `json:"path"`
-		Content *string `json:"content"`
-	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	var a writeArgs
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	if a.Content == nil {
@@ -183,18 +186,10 @@ func (t *Write) Execute(ctx context.Context, inv armory.Invocation) armory.Resul
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	if !t.AllowProtected {
-		if err := refuseProtected(op, tg, "write"); err != nil {
-			return armory.FailErr(err)
-		}
-	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
+	if err := refuseProtected(op, tg, "write", t.AllowProtected); err != nil {
 		return armory.FailErr(err)
 	}
-	defer unix.Close(rootfd)
-	dir, base := splitRel(tg.rel)
-	dirfd, err := walkDir(rootfd, dir, true)
+	dirfd, base, err := openParent(op, tg, true)
 	if err != nil {
 		return armory.FailErr(fsError(op, tg, err))
 	}
@@ -236,7 +231,7 @@ func (*List) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.list",
 		Description: "List files and folders in your workspace or a granted @project:/@org: folder (folders end in /). At most 1000 entries.",
-		InputSchema: schema(nil, `"path":{"type":"string","description":`+schemaString("Folder to list. "+wsPathDoc+" Default: the workspace itself.")+`},"recursive":{"type":"boolean","description":"Descend into subfolders (not into .git)"}`),
+		InputSchema: args.Schema(nil, `"path":{"type":"string","description":`+schemaString("Folder to list. "+wsPathDoc+" Default: the workspace itself.")+`},"recursive":{"type":"boolean","description":"Descend into subfolders (not into .git)"}`),
 	}
 }
 
@@ -252,19 +247,14 @@ func (t *List) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		Path      string `json:"path"`
 		Recursive bool   `json:"recursive"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	tg, err := parseTarget(op, inv.Agent, a.Path)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
-		return armory.FailErr(err)
-	}
-	defer unix.Close(rootfd)
-	fd, err := openBeneath(rootfd, tg.rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, true)
+	fd, err := openIn(op, tg, tg.rel, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK)
 	if err != nil {
 		if err == unix.ENOTDIR {
 			return armory.Failf(armory.KindInvalid, "%s is not a folder; use workspace.read for files", tg)

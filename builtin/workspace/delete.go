@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // Delete is workspace.delete: it removes a file, a symbolic link (never
@@ -29,7 +30,7 @@ func (*Delete) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.delete",
 		Description: "Delete a file or an empty folder in your workspace. A folder with content is deleted only with recursive: true (at most 10000 entries). Never deletes the workspace root or protected paths (.git, .git/hooks, .git/config, .armory, .ssh, shell start-up files).",
-		InputSchema: schema([]string{"path"},
+		InputSchema: args.Schema([]string{"path"},
 			`"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},`+
 				`"recursive":{"type":"boolean","description":"Delete a folder with everything inside it (default false)"}`),
 	}
@@ -39,17 +40,20 @@ func (*Delete) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerCritical, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermConfirm, Category: armory.CatFileDelete}
 }
 
+// deleteArgs are the arguments of workspace.delete (Execute and Preview).
+type deleteArgs struct {
+	Path      string `json:"path"`
+	Recursive bool   `json:"recursive"`
+}
+
 // Execute deletes. Failures: KindInvalid (bad arguments, the root itself,
 // too many entries or levels), KindNotFound, KindPermission (protected
 // path inside, a path leading outside or through a link), KindConflict (a
 // non-empty folder without recursive), KindTimeout when ctx ends.
 func (t *Delete) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.delete"
-	var a struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	var a deleteArgs
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	if a.Path == "" {
@@ -62,18 +66,10 @@ func (t *Delete) Execute(ctx context.Context, inv armory.Invocation) armory.Resu
 	if tg.rel == "." {
 		return armory.Failf(armory.KindInvalid, "refusing to delete %s itself; delete the files inside it instead", tg.rootLabel())
 	}
-	if !t.AllowProtected {
-		if err := refuseProtected(op, tg, "delete"); err != nil {
-			return armory.FailErr(err)
-		}
-	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
+	if err := refuseProtected(op, tg, "delete", t.AllowProtected); err != nil {
 		return armory.FailErr(err)
 	}
-	defer unix.Close(rootfd)
-	dir, base := splitRel(tg.rel)
-	dirfd, err := walkDir(rootfd, dir, false)
+	dirfd, base, err := openParent(op, tg, false)
 	if err != nil {
 		return armory.FailErr(fsError(op, tg, err))
 	}

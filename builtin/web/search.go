@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // Limits and defaults of web.search.
@@ -26,34 +27,34 @@ const (
 	searchPageLimit = 2 << 20
 )
 
-// WebSearch is web.search: a DuckDuckGo search through its HTML endpoint,
+// Search is web.search: a DuckDuckGo search through its HTML endpoint,
 // with the same SSRF-guarded client as tool.fetch. It is safe for
 // concurrent use.
-type WebSearch struct {
-	opts     WebOptions
+type Search struct {
+	opts     Options
 	web      *webClient
 	endpoint *url.URL
 	// agents holds the clients of agents with a network allow-list.
 	agents  policyCache[*webClient]
-	webOpts WebOptions // opts with the search page limit
+	webOpts Options // opts with the search page limit
 }
 
-var _ armory.Tool = (*WebSearch)(nil)
+var _ armory.Tool = (*Search)(nil)
 
-// NewWebSearch returns web.search configured by o. It panics when
+// NewSearch returns web.search configured by o. It panics when
 // o.SearchEndpoint is set and is not an absolute http(s) URL (a programming
 // error in the caller).
-func NewWebSearch(o WebOptions) *WebSearch {
+func NewSearch(o Options) *Search {
 	o = o.withDefaults()
 	ep, err := url.Parse(o.SearchEndpoint)
 	if err != nil || (ep.Scheme != "http" && ep.Scheme != "https") || ep.Host == "" {
-		panic(fmt.Sprintf("builtin.NewWebSearch: SearchEndpoint %q is not an absolute http(s) URL", o.SearchEndpoint))
+		panic(fmt.Sprintf("builtin.NewSearch: SearchEndpoint %q is not an absolute http(s) URL", o.SearchEndpoint))
 	}
 	wo := o
 	if wo.DownloadLimit > searchPageLimit {
 		wo.DownloadLimit = searchPageLimit
 	}
-	return &WebSearch{opts: o, web: newWebClient(wo), endpoint: ep, webOpts: wo}
+	return &Search{opts: o, web: newWebClient(wo), endpoint: ep, webOpts: wo}
 }
 
 // SearchValue is the structured result (Result.Value) of web.search.
@@ -62,11 +63,11 @@ type SearchValue struct {
 	Results []SearchResult `json:"results"`
 }
 
-func (t *WebSearch) Spec() armory.Spec {
+func (t *Search) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "web.search",
 		Description: fmt.Sprintf("Search the web with DuckDuckGo. Returns up to %d results (default %d), each with title, URL and snippet. Use tool.fetch to read a result.", SearchMaxResults, SearchDefaultResults),
-		InputSchema: schema([]string{"query"},
+		InputSchema: args.Schema([]string{"query"},
 			fmt.Sprintf(`"query":{"type":"string","minLength":1,"maxLength":%d,"description":"Search terms, as typed into a search box"},`, SearchMaxQuery)+
 				fmt.Sprintf(`"max_results":{"type":"integer","minimum":1,"maximum":%d,"description":"How many results to return (default %d, at most %d)"},`, SearchMaxResults, SearchDefaultResults, SearchMaxResults)+
 				`"region":{"type":"string","description":"Optional DuckDuckGo region code, e.g. us-en, de-de, fr-fr (default: no region)"}`),
@@ -74,7 +75,7 @@ func (t *WebSearch) Spec() armory.Spec {
 	}
 }
 
-func (t *WebSearch) Manifest() armory.Manifest {
+func (t *Search) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapNetwork}, Permission: armory.PermAuto, Category: armory.CatWeb}
 }
 
@@ -82,14 +83,14 @@ func (t *WebSearch) Manifest() armory.Manifest {
 // (the endpoint is refused by the network policy), KindTimeout,
 // KindUnavailable (DuckDuckGo unreachable, rate limiting, an HTTP error or a
 // page that cannot be read). No results is a success with an empty list.
-func (t *WebSearch) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
+func (t *Search) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "web.search"
 	var a struct {
 		Query      string `json:"query"`
 		MaxResults int    `json:"max_results"`
 		Region     string `json:"region"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	a.Query = strings.TrimSpace(a.Query)

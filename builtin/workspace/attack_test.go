@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 // Adversarial tests: each shows an attack on the workspace confinement
 // failing. They run against real files in t.TempDir(); most run twice,
@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,36 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/dirsnap"
 )
-
-// snapshot returns every path under dir with its content (files) or "/"
-// (folders) or "->target" (links), to prove that nothing changed.
-func snapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			target, _ := os.Readlink(p)
-			lines = append(lines, rel+" ->"+target)
-		case fi.IsDir():
-			lines = append(lines, rel+"/")
-		default:
-			b, _ := os.ReadFile(p)
-			lines = append(lines, fmt.Sprintf("%s=%q", rel, b))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
 
 // TestAttackEscapes tries every tool on paths that lead outside the
 // workspace: "..", absolute paths, /proc/self/root, the sibling ws-evil,
@@ -83,7 +54,7 @@ func TestAttackEscapes(t *testing.T) {
 		if err := os.Symlink(f.evil, filepath.Join(f.ws, "sub", "mid")); err != nil {
 			t.Fatal(err)
 		}
-		before := snapshot(t, f.evil)
+		before := dirsnap.Of(t, f.evil)
 
 		paths := []string{
 			"../ws-evil/secret.txt", "@me/../ws-evil/secret.txt", "a/../../ws-evil/secret.txt",
@@ -133,7 +104,7 @@ func TestAttackEscapes(t *testing.T) {
 				t.Errorf("%s reached outside: %s", c.tool.Spec().Name, r.Text)
 			}
 		}
-		if after := snapshot(t, f.evil); after != before {
+		if after := dirsnap.Of(t, f.evil); after != before {
 			t.Fatalf("outside changed:\n%s\nwant\n%s", after, before)
 		}
 	})
@@ -201,7 +172,7 @@ func TestAttackSymlinkIntermediate(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := snapshot(t, f.ws)
+		before := dirsnap.Of(t, f.ws)
 		for _, p := range []string{"dl/b.txt", "dl/a.txt", "hk/pre-commit", "g/hooks/pre-commit", "g/config", "out/x", "g/HEAD"} {
 			r := run(t, &Write{}, f.env, M{"path": p, "content": "#!/bin/sh\necho pwned\n"})
 			if r.Success {
@@ -216,7 +187,7 @@ func TestAttackSymlinkIntermediate(t *testing.T) {
 				t.Errorf("delete %q succeeded", p)
 			}
 		}
-		if after := snapshot(t, f.ws); after != before {
+		if after := dirsnap.Of(t, f.ws); after != before {
 			t.Fatalf("workspace changed:\n%s", after)
 		}
 	})
@@ -231,7 +202,7 @@ func TestAttackProtected(t *testing.T) {
 		mustWrite(t, filepath.Join(f.ws, "repo/.git/hooks/pre-commit.sample"), "#!/bin/sh\n")
 		mustWrite(t, filepath.Join(f.ws, "repo/main.go"), "package main\n")
 		mustWrite(t, filepath.Join(f.ws, ".bashrc"), "# rc\n")
-		before := snapshot(t, f.ws)
+		before := dirsnap.Of(t, f.ws)
 		paths := []string{
 			".git/hooks/pre-commit", ".GIT/hooks/pre-commit", ".git/HOOKS/x", "a/../.git/hooks/x", "./.git/config",
 			".git", "repo/.git", "repo/.git/config", "repo/.Git/Hooks/post-checkout", "repo/.git/hooks/pre-commit.sample",
@@ -247,7 +218,7 @@ func TestAttackProtected(t *testing.T) {
 		// A folder holding a protected path cannot be deleted, and nothing
 		// in it is removed.
 		wantFail(t, run(t, &Delete{}, f.env, M{"path": "repo", "recursive": true}), armory.KindPermission, "holds the protected path repo/.git")
-		if after := snapshot(t, f.ws); after != before {
+		if after := dirsnap.Of(t, f.ws); after != before {
 			t.Fatalf("workspace changed:\n%s\nwant\n%s", after, before)
 		}
 		if _, err := os.Stat(filepath.Join(f.proj, ".git")); !os.IsNotExist(err) {
@@ -273,7 +244,7 @@ func TestAttackSwapRace(t *testing.T) {
 		dir := filepath.Join(f.ws, "d")
 		mustWrite(t, filepath.Join(dir, "secret.txt"), "inside")
 		mustWrite(t, filepath.Join(dir, "victim.txt"), "inside victim")
-		before := snapshot(t, f.evil)
+		before := dirsnap.Of(t, f.evil)
 
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -339,7 +310,7 @@ func TestAttackSwapRace(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		t.Logf("%d swaps; %d calls succeeded (folder real), %d failed (folder swapped)", swaps, ok, failed)
-		if after := snapshot(t, f.evil); after != before {
+		if after := dirsnap.Of(t, f.evil); after != before {
 			t.Fatalf("outside changed:\n%s\nwant\n%s", after, before)
 		}
 	})
@@ -416,11 +387,11 @@ func TestAttackSpecialFiles(t *testing.T) {
 // names are refused by every tool with an invalid-argument error.
 func TestAttackMalformedPaths(t *testing.T) {
 	f := newWS(t)
-	long := strings.Repeat("a", WorkspaceMaxPath+1)
+	long := strings.Repeat("a", MaxPath+1)
 	longName := strings.Repeat("n", 300)
 	for _, tool := range allWorkspaceTools() {
 		name := tool.Spec().Name
-		for _, p := range []string{"a\x00b", "\x00", long, "@me/" + long[:WorkspaceMaxPath]} {
+		for _, p := range []string{"a\x00b", "\x00", long, "@me/" + long[:MaxPath]} {
 			args := M{"path": p, "content": "x", "old_string": "a", "new_string": "b", "pattern": "x"}
 			args = onlyKnown(tool, args)
 			r := run(t, tool, f.env, args)

@@ -1,4 +1,4 @@
-package builtin
+package process
 
 import (
 	"context"
@@ -40,7 +40,7 @@ func BenchmarkCLITrueVsBareBwrap(b *testing.B) {
 				sandbox.EnablePool(sandbox.PoolOptions{})
 				defer sandbox.ClosePool()
 			}
-			cli := NewCLI(ProcessOptions{})
+			cli := NewCLI(Options{})
 			agent := &armory.AgentEnv{ID: "bench", Workspace: b.TempDir(), Sandbox: armory.SandboxPolicy{Backend: "bwrap"}}
 			inv := armory.Invocation{Args: json.RawMessage(`{"command":"true"}`), Agent: agent}
 			// `true` is the sh builtin: the shell is the only process.

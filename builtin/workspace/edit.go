@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // Edit is workspace.edit: exact string replacement in a file. old_string
@@ -29,7 +30,7 @@ func (*Edit) Spec() armory.Spec {
 	return armory.Spec{
 		Name:        "workspace.edit",
 		Description: "Edit a file in your workspace by replacing an exact string. old_string must match the file exactly (whitespace and indentation included) and occur once, unless replace_all is true. Says how many occurrences were replaced.",
-		InputSchema: schema([]string{"path", "old_string", "new_string"},
+		InputSchema: args.Schema([]string{"path", "old_string", "new_string"},
 			`"path":{"type":"string","description":`+schemaString(wsPathDoc)+`},`+
 				`"old_string":{"type":"string","minLength":1,"description":"The exact text to replace; include enough surrounding lines to make it unique"},`+
 				`"new_string":{"type":"string","description":"The text to put in its place (may be empty to delete old_string)"},`+
@@ -41,6 +42,14 @@ func (*Edit) Manifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapReadFS, armory.CapWriteFS}, Permission: armory.PermAuto, Category: armory.CatFileWrite}
 }
 
+// editArgs are the arguments of workspace.edit (Execute and Preview).
+type editArgs struct {
+	Path       string  `json:"path"`
+	OldString  *string `json:"old_string"`
+	NewString  *string `json:"new_string"`
+	ReplaceAll bool    `json:"replace_all"`
+}
+
 // Execute edits the file. Failures: KindInvalid (bad arguments, old_string
 // absent or not unique, a file over EditLimit or a result over WriteLimit,
 // a binary file), KindNotFound, KindPermission (protected path, symbolic
@@ -48,13 +57,8 @@ func (*Edit) Manifest() armory.Manifest {
 // during the edit).
 func (t *Edit) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.edit"
-	var a struct {
-		Path       string  `json:"path"`
-		OldString  *string `json:"old_string"`
-		NewString  *string `json:"new_string"`
-		ReplaceAll bool    `json:"replace_all"`
-	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	var a editArgs
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	switch {
@@ -71,18 +75,10 @@ func (t *Edit) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	if !t.AllowProtected {
-		if err := refuseProtected(op, tg, "edit"); err != nil {
-			return armory.FailErr(err)
-		}
-	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
+	if err := refuseProtected(op, tg, "edit", t.AllowProtected); err != nil {
 		return armory.FailErr(err)
 	}
-	defer unix.Close(rootfd)
-	dir, base := splitRel(tg.rel)
-	dirfd, err := walkDir(rootfd, dir, false)
+	dirfd, base, err := openParent(op, tg, false)
 	if err != nil {
 		return armory.FailErr(fsError(op, tg, err))
 	}

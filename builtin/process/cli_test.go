@@ -1,4 +1,4 @@
-package builtin
+package process
 
 import (
 	"context"
@@ -96,11 +96,11 @@ func callCtx(t *testing.T, ctx context.Context, tool armory.Tool, agent *armory.
 	}
 }
 
-func value(t *testing.T, res armory.Result) ProcessValue {
+func value(t *testing.T, res armory.Result) Value {
 	t.Helper()
-	v, ok := res.Value.(ProcessValue)
+	v, ok := res.Value.(Value)
 	if !ok {
-		t.Fatalf("Value is %T, want ProcessValue: %+v", res.Value, res)
+		t.Fatalf("Value is %T, want Value: %+v", res.Value, res)
 	}
 	return v
 }
@@ -132,7 +132,7 @@ func liveWith(m string) []int {
 }
 
 func TestCLISpecAndManifest(t *testing.T) {
-	c := NewCLI(ProcessOptions{})
+	c := NewCLI(Options{})
 	var s map[string]any
 	if err := json.Unmarshal(c.Spec().InputSchema, &s); err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestCLISpecAndManifest(t *testing.T) {
 		!m.Has(armory.CapProcessExec) || !m.Has(armory.CapWriteFS) || len(m.Requires) != 1 || m.Requires[0].Kind != sandbox.RequirementKind {
 		t.Errorf("manifest %+v", m)
 	}
-	p := NewPython(ProcessOptions{}).Manifest()
+	p := NewPython(Options{}).Manifest()
 	if len(p.Requires) != 2 || p.Requires[1] != (armory.Requirement{Kind: "binary", Name: "python3"}) {
 		t.Errorf("python requirements %+v", p.Requires)
 	}
@@ -164,7 +164,7 @@ func TestCLIBasics(t *testing.T) {
 	forBackends(t, procBackends, func(t *testing.T, b sandbox.Backend) {
 		agent := procAgent(t, b)
 		t.Setenv("ARMORY_CLI_SECRET", "hunter2")
-		res, progress := call(t, NewCLI(ProcessOptions{}), agent, map[string]any{
+		res, progress := call(t, NewCLI(Options{}), agent, map[string]any{
 			"command": `pwd; echo "home=$HOME secret=${ARMORY_CLI_SECRET:-none}"; echo oops >&2; exit 3`,
 		})
 		want := agent.Workspace + "\nhome=" + agent.Workspace + " secret=none\n[stderr]\noops\n[exit code 3]"
@@ -187,7 +187,7 @@ func TestCLIBasics(t *testing.T) {
 		if outMsgs != agent.Workspace+"\nhome="+agent.Workspace+" secret=none\n" || errMsgs != "oops\n" {
 			t.Errorf("progress %q", progress)
 		}
-		res, _ = call(t, NewCLI(ProcessOptions{}), agent, map[string]any{"command": "true"})
+		res, _ = call(t, NewCLI(Options{}), agent, map[string]any{"command": "true"})
 		if !res.Success || res.Text != "(no output)" {
 			t.Errorf("true: %+v", res)
 		}
@@ -239,7 +239,7 @@ func TestCLIArguments(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, _ := call(t, NewCLI(ProcessOptions{}), agent, c.args)
+			res, _ := call(t, NewCLI(Options{}), agent, c.args)
 			if c.kind == 0 {
 				if !res.Success || res.Text != c.text {
 					t.Fatalf("result %+v, want text %q", res, c.text)
@@ -252,20 +252,20 @@ func TestCLIArguments(t *testing.T) {
 		})
 	}
 	t.Run("no workspace", func(t *testing.T) {
-		res, _ := call(t, NewCLI(ProcessOptions{}), nil, map[string]any{"command": "true"})
+		res, _ := call(t, NewCLI(Options{}), nil, map[string]any{"command": "true"})
 		if res.Kind != armory.KindUnavailable {
 			t.Fatalf("%+v", res)
 		}
 	})
 	t.Run("unknown backend", func(t *testing.T) {
 		a := procAgent(t, "chroot")
-		res, _ := call(t, NewCLI(ProcessOptions{}), a, map[string]any{"command": "true"})
+		res, _ := call(t, NewCLI(Options{}), a, map[string]any{"command": "true"})
 		if res.Kind != armory.KindInvalid || !strings.Contains(res.Text, "unknown backend") {
 			t.Fatalf("%+v", res)
 		}
 	})
 	t.Run("missing shell", func(t *testing.T) {
-		res, _ := call(t, NewCLI(ProcessOptions{Shell: "armory-no-such-shell"}), agent, map[string]any{"command": "true"})
+		res, _ := call(t, NewCLI(Options{Shell: "armory-no-such-shell"}), agent, map[string]any{"command": "true"})
 		if res.Kind != armory.KindUnavailable || !strings.Contains(res.Text, "not installed") {
 			t.Fatalf("%+v", res)
 		}
@@ -278,13 +278,13 @@ func TestCLITimeouts(t *testing.T) {
 	needBackend(t, "")
 	cases := []struct {
 		name string
-		opts ProcessOptions
+		opts Options
 		args map[string]any
 	}{
-		{"per call", ProcessOptions{}, map[string]any{"command": "sleep 30; echo finished", "timeout_secs": 0.3}},
-		{"default", ProcessOptions{Timeout: 300 * time.Millisecond}, map[string]any{"command": "sleep 30; echo finished"}},
-		{"capped", ProcessOptions{Timeout: 100 * time.Millisecond, MaxTimeout: 300 * time.Millisecond}, map[string]any{"command": "sleep 30; echo finished", "timeout_secs": 3600}},
-		{"sleep 1e9", ProcessOptions{}, map[string]any{"command": "echo before; sleep 1e9", "timeout_secs": 0.3}},
+		{"per call", Options{}, map[string]any{"command": "sleep 30; echo finished", "timeout_secs": 0.3}},
+		{"default", Options{Timeout: 300 * time.Millisecond}, map[string]any{"command": "sleep 30; echo finished"}},
+		{"capped", Options{Timeout: 100 * time.Millisecond, MaxTimeout: 300 * time.Millisecond}, map[string]any{"command": "sleep 30; echo finished", "timeout_secs": 3600}},
+		{"sleep 1e9", Options{}, map[string]any{"command": "echo before; sleep 1e9", "timeout_secs": 0.3}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -299,7 +299,7 @@ func TestCLITimeouts(t *testing.T) {
 	t.Run("cancel", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { time.Sleep(200 * time.Millisecond); cancel() }()
-		res, _ := callCtx(t, ctx, NewCLI(ProcessOptions{}), procAgent(t, ""), map[string]any{"command": "sleep 30; echo finished"})
+		res, _ := callCtx(t, ctx, NewCLI(Options{}), procAgent(t, ""), map[string]any{"command": "sleep 30; echo finished"})
 		if v := value(t, res); res.Success || !v.Killed || v.KillReason != "canceled" || !strings.Contains(res.Text, "[canceled") {
 			t.Fatalf("result %+v", res)
 		}
@@ -310,24 +310,24 @@ func TestCLITimeouts(t *testing.T) {
 func TestCLIAttacks(t *testing.T) {
 	cases := []struct {
 		name    string
-		opts    ProcessOptions
+		opts    Options
 		command string
 		timeout float64
-		check   func(t *testing.T, res armory.Result, v ProcessValue, progress []string)
+		check   func(t *testing.T, res armory.Result, v Value, progress []string)
 	}{
-		{"yes", ProcessOptions{}, "yes", 0.5, floodCheck},
-		{"urandom", ProcessOptions{MaxOutput: 1000}, "cat /dev/urandom", 0.5, floodCheck},
-		{"urandom on stderr", ProcessOptions{MaxOutput: 4096}, "cat /dev/urandom >&2", 0.5, func(t *testing.T, res armory.Result, v ProcessValue, progress []string) {
+		{"yes", Options{}, "yes", 0.5, floodCheck},
+		{"urandom", Options{MaxOutput: 1000}, "cat /dev/urandom", 0.5, floodCheck},
+		{"urandom on stderr", Options{MaxOutput: 4096}, "cat /dev/urandom >&2", 0.5, func(t *testing.T, res armory.Result, v Value, progress []string) {
 			if !v.Truncated || v.StderrBytes <= 4096 || !strings.Contains(res.Text, "[stderr]\n") || !strings.Contains(res.Text, fmt.Sprintf("\n(%d bytes, truncated)", v.StderrBytes-4096)) {
 				t.Errorf("stderr flood: %+v", v)
 			}
 		}},
-		{"stdin", ProcessOptions{}, `cat; read x; echo "read=$?"`, 30, func(t *testing.T, res armory.Result, v ProcessValue, _ []string) {
+		{"stdin", Options{}, `cat; read x; echo "read=$?"`, 30, func(t *testing.T, res armory.Result, v Value, _ []string) {
 			if !res.Success || res.Text != "read=1\n" {
 				t.Errorf("stdin is not empty: %+v", res)
 			}
 		}},
-		{"fork bomb", ProcessOptions{Limits: sandbox.Limits{Processes: 64}}, "f(){ f | f & }; f; sleep 30", 20, func(t *testing.T, res armory.Result, v ProcessValue, _ []string) {
+		{"fork bomb", Options{Limits: sandbox.Limits{Processes: 64}}, "f(){ f | f & }; f; sleep 30", 20, func(t *testing.T, res armory.Result, v Value, _ []string) {
 			// Root: the watchdog kills the run; non-root: forks fail (EAGAIN).
 			if res.Success || !v.Killed && !strings.Contains(res.Text, "fork") {
 				t.Errorf("fork bomb not bounded: %+v", res)
@@ -336,22 +336,22 @@ func TestCLIAttacks(t *testing.T) {
 				t.Errorf("kill reason %q", v.KillReason)
 			}
 		}},
-		{"memory bomb", ProcessOptions{Limits: sandbox.Limits{Memory: 256 << 20}}, `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived ${#x}`, 60, func(t *testing.T, res armory.Result, v ProcessValue, _ []string) {
+		{"memory bomb", Options{Limits: sandbox.Limits{Memory: 256 << 20}}, `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived ${#x}`, 60, func(t *testing.T, res armory.Result, v Value, _ []string) {
 			if res.Success || strings.Contains(res.Text, "survived 400000000") {
 				t.Errorf("400 MB string under a 256 MiB RLIMIT_AS: %+v", res)
 			}
 		}},
-		{"memory control", ProcessOptions{Limits: sandbox.Limits{Memory: 256 << 20}}, `x=$(head -c 10000000 /dev/zero | tr '\0' a); echo survived ${#x}`, 60, func(t *testing.T, res armory.Result, v ProcessValue, _ []string) {
+		{"memory control", Options{Limits: sandbox.Limits{Memory: 256 << 20}}, `x=$(head -c 10000000 /dev/zero | tr '\0' a); echo survived ${#x}`, 60, func(t *testing.T, res armory.Result, v Value, _ []string) {
 			if !res.Success || res.Text != "survived 10000000\n" {
 				t.Errorf("a 10 MB string under 256 MiB failed: %+v", res)
 			}
 		}},
-		{"disk fill", ProcessOptions{Limits: sandbox.Limits{FileSize: 8 << 20}}, "dd if=/dev/zero of=big bs=1M count=64 2>&1", 60, func(t *testing.T, res armory.Result, v ProcessValue, _ []string) {
+		{"disk fill", Options{Limits: sandbox.Limits{FileSize: 8 << 20}}, "dd if=/dev/zero of=big bs=1M count=64 2>&1", 60, func(t *testing.T, res armory.Result, v Value, _ []string) {
 			if res.Success || v.ExitCode == 0 || (v.Signal != "SIGXFSZ" && !strings.Contains(res.Text, "too large")) {
 				t.Errorf("dd past RLIMIT_FSIZE: %+v", res)
 			}
 		}},
-		{"tmp fill", ProcessOptions{Limits: sandbox.Limits{FileSize: 8 << 20}}, `dd if=/dev/zero of="$TMPDIR/big" bs=1M count=64 2>&1`, 60, func(t *testing.T, res armory.Result, v ProcessValue, _ []string) {
+		{"tmp fill", Options{Limits: sandbox.Limits{FileSize: 8 << 20}}, `dd if=/dev/zero of="$TMPDIR/big" bs=1M count=64 2>&1`, 60, func(t *testing.T, res armory.Result, v Value, _ []string) {
 			if res.Success {
 				t.Errorf("64 MB in TMPDIR past RLIMIT_FSIZE: %+v", res)
 			}
@@ -379,19 +379,19 @@ func TestCLIAttacks(t *testing.T) {
 
 // floodCheck: endless output is cut at the cap, the run ends at the
 // timeout, and progress saw no more than the kept bytes.
-func floodCheck(t *testing.T, res armory.Result, v ProcessValue, progress []string) {
+func floodCheck(t *testing.T, res armory.Result, v Value, progress []string) {
 	t.Helper()
-	if res.Kind != armory.KindTimeout || !v.Truncated || v.StdoutBytes <= ProcessMaxOutput/64 {
+	if res.Kind != armory.KindTimeout || !v.Truncated || v.StdoutBytes <= MaxOutput/64 {
 		t.Errorf("flood: kind %v value %+v", res.Kind, v)
 	}
-	if len(res.Text) > ProcessMaxOutput*3+200 { // invalid UTF-8 may become 3-byte U+FFFD
+	if len(res.Text) > MaxOutput*3+200 { // invalid UTF-8 may become 3-byte U+FFFD
 		t.Errorf("result text %d bytes", len(res.Text))
 	}
 	seen := 0
 	for _, p := range progress {
 		seen += len(p)
 	}
-	if seen == 0 || seen > ProcessMaxOutput*3+200 {
+	if seen == 0 || seen > MaxOutput*3+200 {
 		t.Errorf("progress carried %d bytes", seen)
 	}
 }
@@ -399,9 +399,9 @@ func floodCheck(t *testing.T, res armory.Result, v ProcessValue, progress []stri
 // A 1 GB line without a newline is drained to the end, not kept.
 func TestCLIGigabyteLine(t *testing.T) {
 	needBackend(t, "")
-	res, progress := call(t, NewCLI(ProcessOptions{}), procAgent(t, ""), map[string]any{"command": "head -c 1000000000 /dev/zero", "timeout_secs": 120})
+	res, progress := call(t, NewCLI(Options{}), procAgent(t, ""), map[string]any{"command": "head -c 1000000000 /dev/zero", "timeout_secs": 120})
 	v := value(t, res)
-	if !res.Success || v.StdoutBytes != 1e9 || !v.Truncated || !strings.HasSuffix(res.Text, fmt.Sprintf("\n(%d bytes, truncated)", int64(1e9)-ProcessMaxOutput)) {
+	if !res.Success || v.StdoutBytes != 1e9 || !v.Truncated || !strings.HasSuffix(res.Text, fmt.Sprintf("\n(%d bytes, truncated)", int64(1e9)-MaxOutput)) {
 		t.Fatalf("value %+v, text ends %q", v, res.Text[max(0, len(res.Text)-60):])
 	}
 	seen := 0
@@ -411,7 +411,7 @@ func TestCLIGigabyteLine(t *testing.T) {
 			t.Errorf("a progress message of %d bytes", len(p))
 		}
 	}
-	if seen > ProcessMaxOutput+100 {
+	if seen > MaxOutput+100 {
 		t.Errorf("progress carried %d bytes", seen)
 	}
 }
@@ -435,7 +435,7 @@ func TestCLIEscapes(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				m := sleepMarker()
-				res, _ := call(t, NewCLI(ProcessOptions{}), procAgent(t, b), map[string]any{"command": fmt.Sprintf(c.script, m), "timeout_secs": c.timeout})
+				res, _ := call(t, NewCLI(Options{}), procAgent(t, b), map[string]any{"command": fmt.Sprintf(c.script, m), "timeout_secs": c.timeout})
 				if !strings.HasPrefix(res.Text, "done\n") || (c.timeout > 1) != res.Success {
 					t.Errorf("result %+v", res)
 				}
@@ -455,7 +455,7 @@ func TestCLIWriteOutsideWorkspace(t *testing.T) {
 		t.Cleanup(func() { os.Remove(etc) })
 		for _, target := range []string{etc, filepath.Join(parent, "escape"), "/var/tmp/armory-cli-test-" + sleepMarker(), "/usr/bin/armory-cli-test"} {
 			t.Cleanup(func() { os.Remove(target) })
-			res, _ := call(t, NewCLI(ProcessOptions{}), agent, map[string]any{"command": fmt.Sprintf(`echo x > %q`, target)})
+			res, _ := call(t, NewCLI(Options{}), agent, map[string]any{"command": fmt.Sprintf(`echo x > %q`, target)})
 			// Under bwrap /tmp is a private tmpfs: a write there may succeed
 			// but never reaches the host.
 			privateTmp := b == sandbox.BackendBwrap && strings.HasPrefix(target, "/tmp/")
@@ -463,7 +463,7 @@ func TestCLIWriteOutsideWorkspace(t *testing.T) {
 				t.Errorf("wrote %s: %+v", target, res)
 			}
 		}
-		res, _ := call(t, NewCLI(ProcessOptions{}), agent, map[string]any{"command": `echo x > "$HOME/../escape2"; echo in > inside; cat inside`})
+		res, _ := call(t, NewCLI(Options{}), agent, map[string]any{"command": `echo x > "$HOME/../escape2"; echo in > inside; cat inside`})
 		if _, err := os.Stat(filepath.Join(parent, "escape2")); err == nil || !strings.HasPrefix(res.Text, "in\n") {
 			t.Errorf("workspace parent writable or workspace not: %+v", res)
 		}
@@ -492,7 +492,7 @@ func TestCLINetwork(t *testing.T) {
 	defer wg.Wait()
 	defer ln.Close()
 	cmd := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && head -n1 <&3`, ln.Addr().(*net.TCPAddr).Port)
-	cli := NewCLI(ProcessOptions{Shell: "bash"})
+	cli := NewCLI(Options{Shell: "bash"})
 	forBackends(t, confiningBackends, func(t *testing.T, b sandbox.Backend) {
 		if b == sandbox.BackendLandlock && sandbox.Detect().LandlockABI < 4 {
 			t.Skip("Landlock ABI < 4 cannot restrict TCP (documented)")
@@ -514,7 +514,7 @@ func TestCLINetwork(t *testing.T) {
 // and workspaces apart.
 func TestCLIConcurrent(t *testing.T) {
 	needBackend(t, "")
-	cli := NewCLI(ProcessOptions{})
+	cli := NewCLI(Options{})
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Add(1)
@@ -532,7 +532,7 @@ func TestCLIConcurrent(t *testing.T) {
 
 func TestLineProgressThroughTool(t *testing.T) {
 	needBackend(t, "")
-	res, progress := call(t, NewCLI(ProcessOptions{}), procAgent(t, ""), map[string]any{"command": `printf 'a\nb'; sleep 0.1; printf 'c\n'; printf 'e\n' >&2; head -c 10000 /dev/zero | tr '\0' x`})
+	res, progress := call(t, NewCLI(Options{}), procAgent(t, ""), map[string]any{"command": `printf 'a\nb'; sleep 0.1; printf 'c\n'; printf 'e\n' >&2; head -c 10000 /dev/zero | tr '\0' x`})
 	if !res.Success {
 		t.Fatalf("%+v", res)
 	}

@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"bytes"
@@ -79,7 +79,7 @@ func TestFetchHTMLAndRaw(t *testing.T) {
 		io.WriteString(w, testPage)
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	r := runFetch(t, f, map[string]any{"url": srv.URL + "/page#frag"})
 	v := mustOK(t, r)
 	for _, want := range []string{"Test Page", "# Hello", "First linked words here.", "- one\n- two"} {
@@ -116,7 +116,7 @@ func TestFetchHeadersAndCookies(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	mustOK(t, runFetch(t, f, map[string]any{"url": srv.URL + "/set"}))
 	for _, p := range []string{"/check", "/redirect-with-cookie"} {
 		r := runFetch(t, f, map[string]any{"url": srv.URL + p})
@@ -124,7 +124,7 @@ func TestFetchHeadersAndCookies(t *testing.T) {
 		if !strings.Contains(r.Text, "cookie=[]") {
 			t.Errorf("%s: a cookie was sent: %s", p, r.Text)
 		}
-		if !strings.Contains(r.Text, "ua=["+WebUserAgent+"]") {
+		if !strings.Contains(r.Text, "ua=["+UserAgent+"]") {
 			t.Errorf("%s: user agent not sent: %s", p, r.Text)
 		}
 	}
@@ -166,8 +166,8 @@ func TestFetchSSRF(t *testing.T) {
 		{"http://[fe80::1]/", false},
 		{"http://224.0.0.1/", false},
 	}
-	deny := NewFetch(WebOptions{Resolver: hosts})
-	allow := NewFetch(WebOptions{Resolver: hosts, AllowCIDRs: loopback})
+	deny := NewFetch(Options{Resolver: hosts})
+	allow := NewFetch(Options{Resolver: hosts, AllowCIDRs: loopback})
 	for _, tt := range tests {
 		r := runFetch(t, deny, map[string]any{"url": tt.url})
 		if r.Success || r.Kind != armory.KindBlocked || strings.Contains(r.Text, "INTERNAL-SECRET") {
@@ -181,7 +181,7 @@ func TestFetchSSRF(t *testing.T) {
 		}
 	}
 	// The system resolver's localhost is refused too.
-	r := runFetch(t, NewFetch(WebOptions{}), map[string]any{"url": "http://localhost:" + p + "/"})
+	r := runFetch(t, NewFetch(Options{}), map[string]any{"url": "http://localhost:" + p + "/"})
 	mustFail(t, r, armory.KindBlocked)
 }
 
@@ -204,7 +204,7 @@ func TestFetchRedirectGuard(t *testing.T) {
 	fp := port(t, front)
 	// The front server is allowed by name only; 127.0.0.1 itself is not.
 	hosts := netguard.Hosts{"allowed.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1")}}
-	f := NewFetch(WebOptions{Resolver: hosts, AllowHosts: []string{"allowed.test"}})
+	f := NewFetch(Options{Resolver: hosts, AllowHosts: []string{"allowed.test"}})
 	for _, to := range []string{
 		"http://127.0.0.1:" + sp + "/",
 		"http://localhost:" + sp + "/",
@@ -227,14 +227,14 @@ func TestFetchRedirectGuard(t *testing.T) {
 		t.Errorf("redirect within the allowed host refused: %s", r.Text)
 	}
 	// The same URL as the first case is refused without the allowance.
-	mustFail(t, runFetch(t, NewFetch(WebOptions{Resolver: hosts}), map[string]any{"url": target}), armory.KindBlocked)
+	mustFail(t, runFetch(t, NewFetch(Options{Resolver: hosts}), map[string]any{"url": target}), armory.KindBlocked)
 }
 
 func TestFetchRequiresAllowanceForTestServer(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "hello") }))
 	defer srv.Close()
-	mustOK(t, runFetch(t, NewFetch(WebOptions{AllowCIDRs: loopback}), map[string]any{"url": srv.URL}))
-	r := runFetch(t, NewFetch(WebOptions{}), map[string]any{"url": srv.URL})
+	mustOK(t, runFetch(t, NewFetch(Options{AllowCIDRs: loopback}), map[string]any{"url": srv.URL}))
+	r := runFetch(t, NewFetch(Options{}), map[string]any{"url": srv.URL})
 	mustFail(t, r, armory.KindBlocked)
 	if !strings.Contains(r.Text, "loopback") {
 		t.Errorf("message does not say why: %s", r.Text)
@@ -252,7 +252,7 @@ func TestFetchRedirectLimit(t *testing.T) {
 		http.Redirect(w, r, fmt.Sprintf("/r/%d", n-1), http.StatusFound)
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	tests := []struct {
 		redirects int
 		ok        bool
@@ -272,7 +272,7 @@ func TestFetchRedirectLimit(t *testing.T) {
 		}
 	}
 	// A configured limit applies too.
-	r := runFetch(t, NewFetch(WebOptions{AllowCIDRs: loopback, MaxRedirects: 2}), map[string]any{"url": srv.URL + "/r/3"})
+	r := runFetch(t, NewFetch(Options{AllowCIDRs: loopback, MaxRedirects: 2}), map[string]any{"url": srv.URL + "/r/3"})
 	mustFail(t, r, armory.KindBlocked)
 }
 
@@ -285,7 +285,7 @@ func TestFetchBodyLimit(t *testing.T) {
 		w.Write(bytes.Repeat([]byte("a"), n))
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	tests := []struct {
 		size      int
 		truncated bool
@@ -366,7 +366,7 @@ func TestFetchDownloadLimitAndGzipBomb(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	r := runFetch(t, f, map[string]any{"url": srv.URL + "/bomb"})
 	v := mustOK(t, r)
 	if v.Bytes != FetchDownloadLimit || !v.Truncated || !strings.Contains(r.Text, "download stopped at its size limit") {
@@ -377,7 +377,7 @@ func TestFetchDownloadLimitAndGzipBomb(t *testing.T) {
 	}
 
 	// A small configured limit: decoded and compressed bytes are both capped.
-	small64 := NewFetch(WebOptions{AllowCIDRs: loopback, BodyLimit: 16 << 10, DownloadLimit: 64 << 10})
+	small64 := NewFetch(Options{AllowCIDRs: loopback, BodyLimit: 16 << 10, DownloadLimit: 64 << 10})
 	for _, p := range []string{"/bomb", "/noisy", "/big"} {
 		r := runFetch(t, small64, map[string]any{"url": srv.URL + p})
 		v := mustOK(t, r)
@@ -412,7 +412,7 @@ func TestFetchBinaryBase64(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	for _, p := range []string{"/img", "/sniff"} {
 		r := runFetch(t, f, map[string]any{"url": srv.URL + p})
 		v := mustOK(t, r)
@@ -456,7 +456,7 @@ func TestFetchTimeout(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(release)
-	f := NewFetch(WebOptions{AllowCIDRs: loopback, Timeout: 200 * time.Millisecond, MaxTimeout: 300 * time.Millisecond})
+	f := NewFetch(Options{AllowCIDRs: loopback, Timeout: 200 * time.Millisecond, MaxTimeout: 300 * time.Millisecond})
 	for _, p := range []string{"/slow", "/slow-body"} {
 		r := runFetch(t, f, map[string]any{"url": srv.URL + p})
 		mustFail(t, r, armory.KindTimeout)
@@ -470,7 +470,7 @@ func TestFetchTimeout(t *testing.T) {
 }
 
 func TestFetchCallTimeout(t *testing.T) {
-	o := WebOptions{}.withDefaults()
+	o := Options{}.withDefaults()
 	for _, tt := range []struct {
 		secs float64
 		want time.Duration
@@ -504,7 +504,7 @@ func TestFetchStatusAndCharset(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	r := runFetch(t, f, map[string]any{"url": srv.URL + "/latin1"})
 	if mustOK(t, r); !strings.HasSuffix(r.Text, "café") {
 		t.Errorf("latin1: %q", r.Text)
@@ -531,7 +531,7 @@ func TestFetchStatusAndCharset(t *testing.T) {
 }
 
 func TestFetchInvalidArgs(t *testing.T) {
-	f := NewFetch(WebOptions{Resolver: netguard.Hosts{}})
+	f := NewFetch(Options{Resolver: netguard.Hosts{}})
 	tests := []struct {
 		args string
 		kind armory.Kind
@@ -571,7 +571,7 @@ func TestFetchIgnoresEnvironmentProxy(t *testing.T) {
 	t.Setenv("http_proxy", proxy.URL)
 	t.Setenv("NO_PROXY", "")
 	hosts := netguard.Hosts{"site.test": {netip.MustParseAddr("127.0.0.1")}}
-	f := NewFetch(WebOptions{Resolver: hosts, AllowHosts: []string{"site.test"}})
+	f := NewFetch(Options{Resolver: hosts, AllowHosts: []string{"site.test"}})
 	r := runFetch(t, f, map[string]any{"url": "http://site.test:" + port(t, srv) + "/"})
 	mustOK(t, r)
 	if !strings.HasSuffix(r.Text, "direct") || proxyHits != 0 {
@@ -580,7 +580,7 @@ func TestFetchIgnoresEnvironmentProxy(t *testing.T) {
 }
 
 func TestWebToolManifests(t *testing.T) {
-	for _, tool := range []armory.Tool{NewFetch(WebOptions{}), NewWebSearch(WebOptions{}), NewBrowser(WebOptions{})} {
+	for _, tool := range []armory.Tool{NewFetch(Options{}), NewSearch(Options{}), NewBrowser(Options{})} {
 		s, m := tool.Spec(), tool.Manifest()
 		if !armory.ValidToolName(s.Name) || s.Description == "" {
 			t.Errorf("%s: bad spec", s.Name)
@@ -622,7 +622,7 @@ func BenchmarkFetchLocal(b *testing.B) {
 		io.WriteString(w, page)
 	}))
 	defer srv.Close()
-	f := NewFetch(WebOptions{AllowCIDRs: loopback})
+	f := NewFetch(Options{AllowCIDRs: loopback})
 	args, _ := json.Marshal(map[string]any{"url": srv.URL})
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()

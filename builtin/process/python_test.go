@@ -1,4 +1,4 @@
-package builtin
+package process
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/dirsnap"
 	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/sandbox"
 )
@@ -44,7 +45,7 @@ func TestPythonRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 		code := "import os, sys\nimport helper\nprint(helper.greet(sys.argv[1]), sys.argv[2:])\nprint(os.getcwd())\nprint('quote \" and \\'', file=sys.stderr)\n"
-		res, progress := call(t, NewPython(ProcessOptions{}), agent, map[string]any{"code": code, "args": []string{"bob", "a b", "-x", "$HOME"}, "cwd": "pkg"})
+		res, progress := call(t, NewPython(Options{}), agent, map[string]any{"code": code, "args": []string{"bob", "a b", "-x", "$HOME"}, "cwd": "pkg"})
 		want := "hi bob ['a b', '-x', '$HOME']\n" + filepath.Join(agent.Workspace, "pkg") + "\n[stderr]\nquote \" and '\n"
 		if !res.Success || res.Text != want {
 			t.Fatalf("result %+v\nwant %q", res, want)
@@ -79,7 +80,7 @@ func TestPythonFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, _ := call(t, NewPython(ProcessOptions{}), agent, c.args)
+			res, _ := call(t, NewPython(Options{}), agent, c.args)
 			if res.Success || res.Kind != c.kind || !strings.Contains(res.Text, c.text) {
 				t.Fatalf("result %+v, want kind %v and %q", res, c.kind, c.text)
 			}
@@ -87,13 +88,13 @@ func TestPythonFailures(t *testing.T) {
 	}
 	t.Run("code at the limit", func(t *testing.T) {
 		code := "print('ok')\n#" + strings.Repeat("x", PythonMaxCode-13)
-		res, _ := call(t, NewPython(ProcessOptions{}), agent, map[string]any{"code": code})
+		res, _ := call(t, NewPython(Options{}), agent, map[string]any{"code": code})
 		if !res.Success || res.Text != "ok\n" {
 			t.Fatalf("%+v", res)
 		}
 	})
 	t.Run("no python", func(t *testing.T) {
-		res, _ := call(t, NewPython(ProcessOptions{Python: "armory-no-such-python"}), agent, map[string]any{"code": "pass"})
+		res, _ := call(t, NewPython(Options{Python: "armory-no-such-python"}), agent, map[string]any{"code": "pass"})
 		if res.Kind != armory.KindUnavailable || !strings.Contains(res.Text, "not installed") {
 			t.Fatalf("%+v", res)
 		}
@@ -133,7 +134,7 @@ func TestPythonSnippetRemoved(t *testing.T) {
 					ctx, cancel = c.ctx()
 				}
 				defer cancel()
-				py := NewPython(ProcessOptions{Limits: sandbox.Limits{Memory: 256 << 20}})
+				py := NewPython(Options{Limits: sandbox.Limits{Memory: 256 << 20}})
 				res, _ := callCtx(t, ctx, py, agent, map[string]any{"code": c.code, "timeout_secs": c.secs})
 				if res.Kind != c.kind || res.Success != (c.name == "normal" || c.name == "deletes itself") {
 					t.Fatalf("result %+v", res)
@@ -191,12 +192,12 @@ func TestPythonPlantedArmory(t *testing.T) {
 			}
 			outside := t.TempDir()
 			c.plant(t, agent.Workspace, outside)
-			before := snapshot(t, outside)
-			res, _ := call(t, NewPython(ProcessOptions{}), agent, map[string]any{"code": "print('ran')"})
+			before := dirsnap.Of(t, outside)
+			res, _ := call(t, NewPython(Options{}), agent, map[string]any{"code": "print('ran')"})
 			if res.Success || res.Kind != armory.KindPermission || !strings.Contains(res.Text, ".armory") {
 				t.Fatalf("result %+v", res)
 			}
-			if after := snapshot(t, outside); after != before {
+			if after := dirsnap.Of(t, outside); after != before {
 				t.Fatalf("outside changed:\n%s\nwas:\n%s", after, before)
 			}
 		})
@@ -215,11 +216,11 @@ func TestPythonPlantedArmory(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		res, _ := call(t, NewPython(ProcessOptions{}), agent, map[string]any{"code": "print('ran')"})
+		res, _ := call(t, NewPython(Options{}), agent, map[string]any{"code": "print('ran')"})
 		if !res.Success || res.Text != "ran\n" {
 			t.Fatalf("%+v", res)
 		}
-		if after := snapshot(t, outside); after != "./" {
+		if after := dirsnap.Of(t, outside); after != "./" {
 			t.Fatalf("outside changed: %s", after)
 		}
 		if left := snippets(t, agent); len(left) != 2 {
@@ -236,7 +237,7 @@ func TestPythonConfined(t *testing.T) {
 		agent := procAgent(t, b)
 		target := "/etc/armory-python-test-" + sleepMarker()
 		t.Cleanup(func() { os.Remove(target) })
-		res, _ := call(t, NewPython(ProcessOptions{}), agent, map[string]any{"code": "import sys\nopen(sys.argv[1], 'w').write('x')", "args": []string{target}})
+		res, _ := call(t, NewPython(Options{}), agent, map[string]any{"code": "import sys\nopen(sys.argv[1], 'w').write('x')", "args": []string{target}})
 		if _, err := os.Stat(target); err == nil || res.Success {
 			t.Fatalf("wrote %s: %+v", target, res)
 		}

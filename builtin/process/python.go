@@ -1,4 +1,4 @@
-package builtin
+package process
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // PythonDir is the workspace folder where tool.python writes its snippets
@@ -27,13 +28,13 @@ const PythonDir = ".armory"
 // the run ends, whether it exited, timed out or was killed. Safe for
 // concurrent use.
 type Python struct {
-	opts ProcessOptions
+	opts Options
 }
 
 var _ armory.Tool = (*Python)(nil)
 
 // NewPython returns tool.python configured by o (zero fields take defaults).
-func NewPython(o ProcessOptions) *Python { return &Python{opts: o.withDefaults()} }
+func NewPython(o Options) *Python { return &Python{opts: o.withDefaults()} }
 
 func (t *Python) Spec() armory.Spec {
 	return armory.Spec{
@@ -41,7 +42,7 @@ func (t *Python) Spec() armory.Spec {
 		Description: fmt.Sprintf("Run Python 3 source code in your workspace inside a sandbox (same rules as tool.cli: read-only system, writable workspace, no network unless granted). "+
 			"Prefer it to tool.cli with python3 -c for multi-line code. Code at most %d KB; stdout and stderr each cut at %d KB; default time limit %s, at most %s. "+
 			"Put large programs in workspace files instead.", PythonMaxCode>>10, t.opts.MaxOutput>>10, t.opts.Timeout, t.opts.MaxTimeout),
-		InputSchema: schema([]string{"code"},
+		InputSchema: args.Schema([]string{"code"},
 			fmt.Sprintf(`"code":{"type":"string","maxLength":%d,"description":"Python 3 source to run as a script"},`, PythonMaxCode)+
 				`"args":{"type":"array","items":{"type":"string"},"description":"Command-line arguments: sys.argv[1:]"},`+
 				cwdProp+","+timeoutProp(t.opts)),
@@ -65,7 +66,7 @@ func (t *Python) Execute(ctx context.Context, inv armory.Invocation) armory.Resu
 		Cwd         string   `json:"cwd"`
 		TimeoutSecs float64  `json:"timeout_secs"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	argBytes := 0

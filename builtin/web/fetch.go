@@ -1,4 +1,7 @@
-package builtin
+// Package web holds the tools that reach the network: tool.fetch,
+// web.search and tool.browser. Every connection passes the SSRF policy of
+// netguard, opened per world by its network allow-list.
+package web
 
 import (
 	"bytes"
@@ -21,16 +24,17 @@ import (
 	"golang.org/x/net/html/charset"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 	"github.com/armory-dev/armory/netguard"
 )
 
 // Defaults of the web tools (tool.fetch, web.search, tool.browser).
 const (
-	// DefaultWebTimeout bounds one call when neither the world nor the
+	// DefaultTimeout bounds one call when neither the world nor the
 	// call says otherwise.
-	DefaultWebTimeout = 30 * time.Second
-	// DefaultWebMaxTimeout is the largest timeout_secs a call may ask for.
-	DefaultWebMaxTimeout = 120 * time.Second
+	DefaultTimeout = 30 * time.Second
+	// DefaultMaxTimeout is the largest timeout_secs a call may ask for.
+	DefaultMaxTimeout = 120 * time.Second
 	// FetchBodyLimit is how much content (text, or raw bytes before base64)
 	// a web tool returns.
 	FetchBodyLimit = 256 << 10
@@ -39,14 +43,14 @@ const (
 	FetchDownloadLimit = 8 << 20
 	// FetchMaxRedirects is how many redirects tool.fetch follows.
 	FetchMaxRedirects = 5
-	// WebUserAgent is sent with every request of tool.fetch and web.search.
-	WebUserAgent = "Armory/0.1 (+https://github.com/armory-dev/armory; LLM agent tool runtime)"
+	// UserAgent is sent with every request of tool.fetch and web.search.
+	UserAgent = "Armory/0.1 (+https://github.com/armory-dev/armory; LLM agent tool runtime)"
 )
 
-// WebOptions configure the web tools. The zero value is the safe default:
+// Options configure the web tools. The zero value is the safe default:
 // nothing private is reachable, limits as the constants above. The
 // constructors copy it.
-type WebOptions struct {
+type Options struct {
 	// AllowHosts and AllowCIDRs open private or otherwise refused
 	// destinations (see package netguard): host names ("intranet.example",
 	// "*.corp.example") trusted whatever they resolve to, and address ranges.
@@ -69,7 +73,7 @@ type WebOptions struct {
 	// MaxRedirects is how many redirects are followed (zero: 5; negative:
 	// none).
 	MaxRedirects int
-	// UserAgent replaces WebUserAgent.
+	// UserAgent replaces UserAgent.
 	UserAgent string
 
 	// SearchEndpoint is the DuckDuckGo HTML endpoint of web.search (zero:
@@ -84,14 +88,14 @@ type WebOptions struct {
 	MaxBrowsers int
 }
 
-func (o WebOptions) withDefaults() WebOptions {
+func (o Options) withDefaults() Options {
 	o.AllowHosts = append([]string(nil), o.AllowHosts...)
 	o.AllowCIDRs = append([]netip.Prefix(nil), o.AllowCIDRs...)
 	if o.Timeout <= 0 {
-		o.Timeout = DefaultWebTimeout
+		o.Timeout = DefaultTimeout
 	}
 	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = DefaultWebMaxTimeout
+		o.MaxTimeout = DefaultMaxTimeout
 	}
 	if o.MaxTimeout < o.Timeout {
 		o.MaxTimeout = o.Timeout
@@ -112,7 +116,7 @@ func (o WebOptions) withDefaults() WebOptions {
 		o.MaxRedirects = 0
 	}
 	if o.UserAgent == "" {
-		o.UserAgent = WebUserAgent
+		o.UserAgent = UserAgent
 	}
 	if o.SearchEndpoint == "" {
 		o.SearchEndpoint = DefaultSearchEndpoint
@@ -123,35 +127,28 @@ func (o WebOptions) withDefaults() WebOptions {
 	return o
 }
 
-func (o WebOptions) guard() *netguard.Guard {
+func (o Options) guard() *netguard.Guard {
 	return netguard.New(netguard.Options{AllowHosts: o.AllowHosts, AllowCIDRs: o.AllowCIDRs, Resolver: o.Resolver})
 }
 
 // callTimeout returns the call's time limit: secs when positive (capped at
 // MaxTimeout), else the default.
-func (o WebOptions) callTimeout(secs float64) time.Duration {
-	if secs <= 0 {
-		return o.Timeout
-	}
-	d := time.Duration(secs * float64(time.Second))
-	if d > o.MaxTimeout || d <= 0 {
-		d = o.MaxTimeout
-	}
-	return d
+func (o Options) callTimeout(secs float64) time.Duration {
+	return args.Timeout(secs, o.Timeout, o.MaxTimeout)
 }
 
 // webClient is the guarded HTTP client shared by tool.fetch and web.search.
 // It keeps no cookies (no Jar), ignores proxy settings of the environment,
 // and checks every dialled address (redirects included) with the guard.
 type webClient struct {
-	opts   WebOptions
+	opts   Options
 	guard  *netguard.Guard
 	client *http.Client
 }
 
-func newWebClient(o WebOptions) *webClient { return newWebClientWith(o, o.guard()) }
+func newWebClient(o Options) *webClient { return newWebClientWith(o, o.guard()) }
 
-func newWebClientWith(o WebOptions, g *netguard.Guard) *webClient {
+func newWebClientWith(o Options, g *netguard.Guard) *webClient {
 	return &webClient{opts: o, guard: g, client: &http.Client{
 		Transport:     g.Transport(),
 		CheckRedirect: netguard.CheckRedirect(o.MaxRedirects),
@@ -300,7 +297,7 @@ func parseWebURL(op, raw string) (*url.URL, error) {
 // Fetch is tool.fetch: an HTTP GET with SSRF protection and bounded output.
 // It is safe for concurrent use.
 type Fetch struct {
-	opts WebOptions
+	opts Options
 	web  *webClient
 	// agents holds the clients of agents with a network allow-list.
 	agents policyCache[*webClient]
@@ -309,7 +306,7 @@ type Fetch struct {
 var _ armory.Tool = (*Fetch)(nil)
 
 // NewFetch returns tool.fetch configured by o (zero fields take defaults).
-func NewFetch(o WebOptions) *Fetch {
+func NewFetch(o Options) *Fetch {
 	o = o.withDefaults()
 	return &Fetch{opts: o, web: newWebClient(o)}
 }
@@ -328,7 +325,7 @@ func (t *Fetch) Spec() armory.Spec {
 		Name: "tool.fetch",
 		Description: fmt.Sprintf("HTTP GET a public http(s) URL. HTML is returned as readable text (raw=true for the HTML); other text as is; binary content as base64 with its content type. "+
 			"Output is cut at %d KB, at most %d redirects are followed, default timeout %s. Private and internal addresses are refused.", t.opts.BodyLimit>>10, t.opts.MaxRedirects, t.opts.Timeout),
-		InputSchema: schema([]string{"url"},
+		InputSchema: args.Schema([]string{"url"},
 			`"url":{"type":"string","description":"Absolute http:// or https:// URL to fetch"},`+
 				`"raw":{"type":"boolean","description":"Return HTML source instead of readable text (default false)"},`+
 				fmt.Sprintf(`"timeout_secs":{"type":"number","minimum":0,"maximum":%d,"description":"Time limit for the whole request in seconds (default %d, at most %d)"}`,
@@ -355,7 +352,7 @@ func (t *Fetch) Execute(ctx context.Context, inv armory.Invocation) armory.Resul
 		Raw         bool    `json:"raw"`
 		TimeoutSecs float64 `json:"timeout_secs"`
 	}
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
 	if a.TimeoutSecs < 0 {

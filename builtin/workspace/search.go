@@ -1,4 +1,4 @@
-package builtin
+package workspace
 
 import (
 	"bytes"
@@ -13,16 +13,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/builtin/internal/args"
 )
 
 // Search is workspace.search: find files by glob (doublestar syntax, e.g.
 // "src/**/*.go"; a glob without / matches file names at any depth) and/or
 // lines by regular expression (Go RE2 syntax: matching is linear in the
 // input, no catastrophic backtracking). Content matches come back as
-// "path:line: text". Everything is bounded: WorkspaceSearchMaxEntries
-// entries visited, WorkspaceSearchMaxFiles files read,
-// WorkspaceSearchFileBytes read per file, max_results results (at most
-// WorkspaceSearchMaxResults), WorkspaceSearchLineBytes shown per line.
+// "path:line: text". Everything is bounded: SearchMaxEntries
+// entries visited, SearchMaxFiles files read,
+// SearchFileBytes read per file, max_results results (at most
+// SearchMaxResults), SearchLineBytes shown per line.
 // Binary files (a NUL byte in the first 8000 bytes), symbolic links and
 // .git folders are skipped. Safe for concurrent use.
 type Search struct{}
@@ -34,12 +35,12 @@ func (*Search) Spec() armory.Spec {
 		Name: "workspace.search",
 		Description: "Search your workspace (or a granted @project:/@org: folder): files by glob pattern and/or lines by regular expression. " +
 			"Content matches come back as path:line: text. Bounded: skips binary files, symbolic links and .git; reads at most 1 MB per file.",
-		InputSchema: schema(nil,
+		InputSchema: args.Schema(nil,
 			`"pattern":{"type":"string","description":"Regular expression (Go RE2 syntax) searched line by line in file contents. Omit to list the files matching glob."},`+
 				`"glob":{"type":"string","description":"File pattern relative to path, e.g. **/*.go or src/*.{ts,tsx}; a pattern without / matches file names at any depth. Default: every file."},`+
 				`"path":{"type":"string","description":`+schemaString("Folder to search in. "+wsPathDoc+" Default: the workspace itself.")+`},`+
 				`"case_insensitive":{"type":"boolean","description":"Match pattern without regard to case (default false)"},`+
-				fmt.Sprintf(`"max_results":{"type":"integer","minimum":1,"maximum":%d,"description":"Most results to return (default %d)"}`, WorkspaceSearchMaxResults, WorkspaceSearchDefaultResults)),
+				fmt.Sprintf(`"max_results":{"type":"integer","minimum":1,"maximum":%d,"description":"Most results to return (default %d)"}`, SearchMaxResults, SearchDefaultResults)),
 	}
 }
 
@@ -63,8 +64,8 @@ func compileSearch(a *searchArgs) (glob, base string, re *regexp.Regexp, err err
 	if a.Pattern == "" && a.Glob == "" {
 		return "", "", nil, fmt.Errorf("give a pattern (regular expression over contents), a glob (file pattern), or both")
 	}
-	if len(a.Pattern) > WorkspaceSearchPatternLen || len(a.Glob) > WorkspaceSearchPatternLen {
-		return "", "", nil, fmt.Errorf("pattern and glob may be at most %d bytes", WorkspaceSearchPatternLen)
+	if len(a.Pattern) > SearchPatternLen || len(a.Glob) > SearchPatternLen {
+		return "", "", nil, fmt.Errorf("pattern and glob may be at most %d bytes", SearchPatternLen)
 	}
 	glob = a.Glob
 	if glob == "" {
@@ -105,13 +106,13 @@ func compileSearch(a *searchArgs) (glob, base string, re *regexp.Regexp, err err
 func (t *Search) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	const op = "workspace.search"
 	var a searchArgs
-	if err := decodeArgs(op, inv.Args, &a); err != nil {
+	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	maxResults := WorkspaceSearchDefaultResults
+	maxResults := SearchDefaultResults
 	if a.MaxResults != nil {
-		if *a.MaxResults < 1 || *a.MaxResults > WorkspaceSearchMaxResults {
-			return armory.Failf(armory.KindInvalid, "max_results must be between 1 and %d", WorkspaceSearchMaxResults)
+		if *a.MaxResults < 1 || *a.MaxResults > SearchMaxResults {
+			return armory.Failf(armory.KindInvalid, "max_results must be between 1 and %d", SearchMaxResults)
 		}
 		maxResults = *a.MaxResults
 	}
@@ -123,16 +124,11 @@ func (t *Search) Execute(ctx context.Context, inv armory.Invocation) armory.Resu
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	rootfd, err := openRoot(op, tg)
-	if err != nil {
-		return armory.FailErr(err)
-	}
-	defer unix.Close(rootfd)
 	start := tg.rel
 	if base != "." {
 		start = path.Join(tg.rel, base)
 	}
-	fd, err := openBeneath(rootfd, start, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK, true)
+	fd, err := openIn(op, tg, start, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NONBLOCK)
 	if err != nil {
 		if err == unix.ENOENT && base != "." {
 			return armory.Result{Success: true, Text: fmt.Sprintf("no files match %q in %s", a.Glob, tg)}
@@ -151,7 +147,7 @@ func (t *Search) Execute(ctx context.Context, inv armory.Invocation) armory.Resu
 	if base != "." {
 		walkPrefix = base
 	}
-	err = walkTree(ctx, fd, walkPrefix, 1, WorkspaceSearchMaxEntries+1, s.visit)
+	err = walkTree(ctx, fd, walkPrefix, 1, SearchMaxEntries+1, s.visit)
 	if err != nil && err != errStopWalk {
 		if ctx.Err() != nil {
 			return wsCtxFail(op, ctx.Err())
@@ -175,15 +171,15 @@ type searcher struct {
 	entries int
 	files   int
 	binary  int
-	cut     int    // files larger than WorkspaceSearchFileBytes
+	cut     int    // files larger than SearchFileBytes
 	matched int    // files with at least one result
 	stop    string // why the search stopped early, "" if it did not
 }
 
 func (s *searcher) visit(e *walkEntry) (bool, error) {
 	s.entries++
-	if s.entries > WorkspaceSearchMaxEntries {
-		s.stop = fmt.Sprintf("visited %d files and folders (the limit); set path or glob to search a smaller part", WorkspaceSearchMaxEntries)
+	if s.entries > SearchMaxEntries {
+		s.stop = fmt.Sprintf("visited %d files and folders (the limit); set path or glob to search a smaller part", SearchMaxEntries)
 		return false, errStopWalk
 	}
 	switch e.st.Mode & unix.S_IFMT {
@@ -202,8 +198,8 @@ func (s *searcher) visit(e *walkEntry) (bool, error) {
 		s.matched++
 		return false, s.full()
 	}
-	if s.files >= WorkspaceSearchMaxFiles {
-		s.stop = fmt.Sprintf("read %d files (the limit); set path or glob to search fewer files", WorkspaceSearchMaxFiles)
+	if s.files >= SearchMaxFiles {
+		s.stop = fmt.Sprintf("read %d files (the limit); set path or glob to search fewer files", SearchMaxFiles)
 		return false, errStopWalk
 	}
 	s.files++
@@ -236,7 +232,7 @@ func (s *searcher) visit(e *walkEntry) (bool, error) {
 	return false, nil
 }
 
-// load reads at most WorkspaceSearchFileBytes of a regular file, without
+// load reads at most SearchFileBytes of a regular file, without
 // following links or blocking; ok is false for files that vanished,
 // changed type or look binary.
 func (s *searcher) load(e *walkEntry) ([]byte, bool) {
@@ -249,8 +245,8 @@ func (s *searcher) load(e *walkEntry) ([]byte, bool) {
 	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, false
 	}
-	want := min(st.Size, WorkspaceSearchFileBytes)
-	if st.Size > WorkspaceSearchFileBytes {
+	want := min(st.Size, SearchFileBytes)
+	if st.Size > SearchFileBytes {
 		s.cut++
 	}
 	if int64(cap(s.buf)) < want {
@@ -278,7 +274,7 @@ func (s *searcher) add(line string) {
 
 func (s *searcher) full() error {
 	if s.results >= s.max {
-		s.stop = fmt.Sprintf("reached max_results (%d); narrow the pattern, glob or path, or raise max_results (at most %d)", s.max, WorkspaceSearchMaxResults)
+		s.stop = fmt.Sprintf("reached max_results (%d); narrow the pattern, glob or path, or raise max_results (at most %d)", s.max, SearchMaxResults)
 		return errStopWalk
 	}
 	return nil
@@ -308,7 +304,7 @@ func (s *searcher) report(a searchArgs) string {
 		fmt.Fprintf(&b, "\n[skipped %d binary files]", s.binary)
 	}
 	if s.cut > 0 {
-		fmt.Fprintf(&b, "\n[%d files are larger than %d bytes: only their start was searched]", s.cut, WorkspaceSearchFileBytes)
+		fmt.Fprintf(&b, "\n[%d files are larger than %d bytes: only their start was searched]", s.cut, SearchFileBytes)
 	}
 	if s.stop != "" {
 		fmt.Fprintf(&b, "\n[stopped early: %s]", s.stop)
@@ -317,18 +313,18 @@ func (s *searcher) report(a searchArgs) string {
 }
 
 // excerpt returns a matching line for display: without a trailing \r,
-// valid UTF-8, and at most WorkspaceSearchLineBytes long, showing the
+// valid UTF-8, and at most SearchLineBytes long, showing the
 // match (which starts at byte at) with some context before it.
 func excerpt(line []byte, at int) string {
 	line = bytes.TrimSuffix(line, []byte{'\r'})
-	if len(line) <= WorkspaceSearchLineBytes {
+	if len(line) <= SearchLineBytes {
 		return strings.ToValidUTF8(string(line), "\uFFFD")
 	}
-	from := max(0, min(at, len(line))-WorkspaceSearchLineBytes/3)
+	from := max(0, min(at, len(line))-SearchLineBytes/3)
 	for from > 0 && from < len(line) && !utf8.RuneStart(line[from]) {
 		from--
 	}
-	to := min(len(line), from+WorkspaceSearchLineBytes)
+	to := min(len(line), from+SearchLineBytes)
 	for to < len(line) && to > from && !utf8.RuneStart(line[to]) {
 		to--
 	}

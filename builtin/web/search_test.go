@@ -1,4 +1,4 @@
-package builtin
+package web
 
 import (
 	"bytes"
@@ -156,14 +156,14 @@ func newDDGServer(t *testing.T) *ddgServer {
 	return s
 }
 
-func runSearch(t *testing.T, s *WebSearch, args string) armory.Result {
+func runSearch(t *testing.T, s *Search, args string) armory.Result {
 	t.Helper()
 	return s.Execute(context.Background(), armory.Invocation{Args: json.RawMessage(args)})
 }
 
 func TestWebSearch(t *testing.T) {
 	srv := newDDGServer(t)
-	s := NewWebSearch(WebOptions{AllowCIDRs: loopback, SearchEndpoint: srv.URL + "/html/"})
+	s := NewSearch(Options{AllowCIDRs: loopback, SearchEndpoint: srv.URL + "/html/"})
 	r := runSearch(t, s, `{"query":"golang tutorial"}`)
 	if !r.Success {
 		t.Fatalf("search failed: %s", r.Text)
@@ -231,7 +231,7 @@ func TestWebSearch(t *testing.T) {
 // TestWebSearchGuarded: the endpoint goes through the same dial guard.
 func TestWebSearchGuarded(t *testing.T) {
 	srv := newDDGServer(t)
-	s := NewWebSearch(WebOptions{SearchEndpoint: srv.URL + "/html/"})
+	s := NewSearch(Options{SearchEndpoint: srv.URL + "/html/"})
 	r := runSearch(t, s, `{"query":"golang"}`)
 	if r.Success || r.Kind != armory.KindBlocked {
 		t.Errorf("unallowed local endpoint: success=%v kind=%v %s", r.Success, r.Kind, r.Text)
@@ -247,7 +247,7 @@ func TestNewWebSearchBadEndpointPanics(t *testing.T) {
 			t.Error("no panic for a bad endpoint")
 		}
 	}()
-	NewWebSearch(WebOptions{SearchEndpoint: "ftp://x/"})
+	NewSearch(Options{SearchEndpoint: "ftp://x/"})
 }
 
 func FuzzParseDDG(f *testing.F) {
