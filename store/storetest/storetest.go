@@ -55,6 +55,7 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitInvalidAndClosed", testAdmitInvalid},
 		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
 		{"AdmitNoSync", testAdmitNoSync},
+		{"DurablePointStrict", testDurablePointStrict},
 		{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
 		{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
 		{"CacheManySessions", testCacheManySessions},
