@@ -102,16 +102,18 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 			b.Fatal(err)
 		}
 	}
-	st, err := sqlite.OpenWith(filepath.Join(b.TempDir(), "armory.db"), sqlite.Options{Synchronous: cfg.synchronous})
+	w, err := world.Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As armory serve: the world's durability mode.
+	st, err := sqlite.OpenWith(filepath.Join(b.TempDir(), "armory.db"), sqlite.Options{Synchronous: cfg.synchronous,
+		Durability: store.Durability(w.Durability), Window: w.DurabilityWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
 	hopts := host.Options{Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
 	if cfg.upstream != "" || cfg.echoCommand != "" {
-		w, err := world.Load(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
 		set, err := upstream.Start(context.Background(), w, upstream.Options{Pins: st})
 		if err != nil {
 			b.Fatal(err)
