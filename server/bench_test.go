@@ -256,7 +256,7 @@ func openSessionsProtocol(b testing.TB, n int, endpoint, token string, st store.
 		b.Cleanup(func() { cs.Close() })
 		if st != nil {
 			if name == "" {
-				name = cs.ID()
+				name = server.SessionRef(cs.ID()) // the server's caps session for a stateful MCP session
 			}
 			sess := server.ScopeSession("bench", name)
 			for _, c := range []string{"tool_invocations", "stream_events", store.LimitSessionRuntime} {
