@@ -308,10 +308,16 @@ func startPeerSystems(t testing.TB, only []string) []peerSystem {
 	return append(systems, proxies...)
 }
 
-// peerCallSeq numbers every call of the benchmark: no two calls of a
-// session are alike (Armory's loop detection refuses a fifth identical call
-// in a row).
-var peerCallSeq atomic.Int64
+// peerCallSeq numbers each session's calls across every load it carries,
+// so no two calls in a row of a session are alike (Armory's loop detection
+// refuses a fifth identical call in a row): *mcp.ClientSession →
+// *atomic.Int64.
+var peerCallSeq sync.Map
+
+func nextCallNo(cs *mcp.ClientSession) int {
+	v, _ := peerCallSeq.LoadOrStore(cs, new(atomic.Int64))
+	return int(v.(*atomic.Int64).Add(1))
+}
 
 // peerCall makes one tools/call, number i, (bounded by 30 s) and checks
 // its result.
@@ -388,7 +394,7 @@ func peerLoad(b *testing.B, sessions []*mcp.ClientSession, s *peerSystem, calls 
 					return
 				}
 				t0 := time.Now()
-				if err := peerCall(cs, s, int(peerCallSeq.Add(1))); err != nil {
+				if err := peerCall(cs, s, nextCallNo(cs)); err != nil {
 					errs <- err
 					return
 				}
