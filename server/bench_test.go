@@ -102,16 +102,18 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 			b.Fatal(err)
 		}
 	}
-	st, err := sqlite.OpenWith(filepath.Join(b.TempDir(), "armory.db"), sqlite.Options{Synchronous: cfg.synchronous})
+	w, err := world.Load(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As armory serve: the world's durability mode.
+	st, err := sqlite.OpenWith(filepath.Join(b.TempDir(), "armory.db"), sqlite.Options{Synchronous: cfg.synchronous,
+		Durability: store.Durability(w.Durability), Window: w.DurabilityWindow})
 	if err != nil {
 		b.Fatal(err)
 	}
 	hopts := host.Options{Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
 	if cfg.upstream != "" || cfg.echoCommand != "" {
-		w, err := world.Load(dir)
-		if err != nil {
-			b.Fatal(err)
-		}
 		set, err := upstream.Start(context.Background(), w, upstream.Options{Pins: st})
 		if err != nil {
 			b.Fatal(err)
@@ -254,7 +256,7 @@ func openSessionsProtocol(b testing.TB, n int, endpoint, token string, st store.
 		b.Cleanup(func() { cs.Close() })
 		if st != nil {
 			if name == "" {
-				name = cs.ID()
+				name = server.SessionRef(cs.ID()) // the server's caps session for a stateful MCP session
 			}
 			sess := server.ScopeSession("bench", name)
 			for _, c := range []string{"tool_invocations", "stream_events", store.LimitSessionRuntime} {

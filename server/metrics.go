@@ -104,6 +104,7 @@ func newMetrics(st store.Store) *metrics {
 				return float64(c.Relaxed)
 			}))
 		}
+		registerDurability(m.reg, cc)
 	}
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m

@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -307,6 +308,17 @@ func startPeerSystems(t testing.TB, only []string) []peerSystem {
 	return append(systems, proxies...)
 }
 
+// peerCallSeq numbers each session's calls across every load it carries,
+// so no two calls in a row of a session are alike (Armory's loop detection
+// refuses a fifth identical call in a row): *mcp.ClientSession →
+// *atomic.Int64.
+var peerCallSeq sync.Map
+
+func nextCallNo(cs *mcp.ClientSession) int {
+	v, _ := peerCallSeq.LoadOrStore(cs, new(atomic.Int64))
+	return int(v.(*atomic.Int64).Add(1))
+}
+
 // peerCall makes one tools/call, number i, (bounded by 30 s) and checks
 // its result.
 func peerCall(cs *mcp.ClientSession, s *peerSystem, i int) error {
@@ -382,7 +394,7 @@ func peerLoad(b *testing.B, sessions []*mcp.ClientSession, s *peerSystem, calls 
 					return
 				}
 				t0 := time.Now()
-				if err := peerCall(cs, s, len(mine)); err != nil {
+				if err := peerCall(cs, s, nextCallNo(cs)); err != nil {
 					errs <- err
 					return
 				}

@@ -728,6 +728,10 @@ func TestREST(t *testing.T) {
 		"armory_sandbox_cold_runs_total",
 		`armory_audit_commits_total{durability="durable"}`,
 		`armory_audit_commits_total{durability="relaxed"}`,
+		`armory_audit_durability_mode{mode="strict"} 1`,
+		`armory_audit_durability_mode{mode="batched"} 0`,
+		"armory_audit_syncs_total 0",
+		"armory_audit_durable_seq ",
 	} {
 		if status != 200 || !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
@@ -738,6 +742,9 @@ func TestREST(t *testing.T) {
 	}
 	if strings.Contains(body, `armory_audit_commits_total{durability="durable"} 0`+"\n") {
 		t.Error("no durable audit commit counted after durable calls")
+	}
+	if strings.Contains(body, "armory_audit_durable_seq 0\n") {
+		t.Error("no durable point after durable calls")
 	}
 
 	if s, b, _ := e.do("GET", "/api/nothing", e.admin, ""); s != 404 || kindOf(t, b) != "not_found" {

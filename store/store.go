@@ -334,9 +334,16 @@ const (
 
 // CommitCounts is how many group commits a backend's committer has made,
 // by durability: Durable ones waited for stable storage, Relaxed ones
-// (batches of AdmitRequest.NoSync admissions only) did not.
+// (batches of AdmitRequest.NoSync admissions only, or every batch of a
+// Batched store) did not. Syncs counts the background syncs of a Batched
+// store, each making every commit before it durable; DurableSeq is the
+// highest audit Seq this Store committed that is known durable (its last
+// durable commit's or, Batched, the last sync's); Mode is the Store's
+// durability mode.
 type CommitCounts struct {
-	Durable, Relaxed int64
+	Durable, Relaxed  int64
+	Syncs, DurableSeq int64
+	Mode              Durability
 }
 
 // LimitHit is the limit that refused an admission. For the runtime cap

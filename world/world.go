@@ -71,6 +71,14 @@ type World struct {
 	// ("network: allow:"); nil when not set (the default policy).
 	Network *NetAllow
 
+	// Durability is the audit store's durability mode ("durability:"):
+	// "" or DurabilityStrict (the default) or DurabilityBatched;
+	// DurabilityWindow ("durability_window:") is a batched commit's longest
+	// wait for its sync, 0 for the default (docs/storage.md).
+	Durability           string
+	DurabilityWindow     time.Duration
+	durabilityWindowLine int
+
 	// ToolsProse is tools.md, kept for prompts.
 	ToolsProse string
 
@@ -171,7 +179,7 @@ const (
 	maxProseSize = 1 << 20
 )
 
-var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "session_idle_timeout", "sandbox", "roots", "mcp_servers", "mcp_sessions", "network"}
+var worldKeys = []string{"name", "agents", "toolboxes", "tool_privileges", "toolkits", "workspace_root", "permissions", "patterns", "limits", "approval_timeout", "session_idle_timeout", "sandbox", "roots", "mcp_servers", "mcp_sessions", "network", "durability", "durability_window"}
 
 // Load reads the world folder dir. On success the returned World carries the
 // warnings in Diagnostics. When the world has errors Load returns a nil
@@ -273,6 +281,10 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			w.parseMCPSessions(r, p.v)
 		case "network":
 			w.Network = parseNetworkYAML(r, p)
+		case "durability":
+			w.parseDurability(r, p)
+		case "durability_window":
+			w.parseDurabilityWindow(r, p)
 		case "sandbox":
 			if v, ok := r.str(p.v, "sandbox"); ok {
 				switch v {
@@ -295,6 +307,7 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 			r.unknownKey(p, ConfigFile, worldKeys)
 		}
 	}
+	w.checkDurability(ds)
 	if w.Name == "" {
 		ds.Errorf(ConfigFile, root.Line, "name is missing")
 	}

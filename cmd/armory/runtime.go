@@ -13,15 +13,18 @@ import (
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/postgres"
 	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/armory-dev/armory/world"
 )
 
 // openStore opens the store named by --db (or $ARMORY_DB): a postgres://
-// URL, or a SQLite file path; default <world>/.armory/armory.db.
-func (a *app) openStore(ctx context.Context, worldDir string) (store.Store, error) {
-	dsn := a.db
+// URL, or a SQLite file path; default <world>/.armory/armory.db; in the
+// world's durability mode (world-config.yaml durability:).
+func (a *app) openStore(ctx context.Context, w *world.World) (store.Store, error) {
+	dsn, worldDir := a.db, w.Dir
+	mode, window := store.Durability(w.Durability), w.DurabilityWindow
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		st, err := postgres.Open(ctx, dsn)
+		st, err := postgres.OpenWith(ctx, dsn, postgres.Options{Durability: mode, Window: window})
 		if err != nil {
 			return nil, armory.E("store", armory.KindUnavailable, "cannot open the Postgres store", err)
 		}
@@ -30,7 +33,7 @@ func (a *app) openStore(ctx context.Context, worldDir string) (store.Store, erro
 		dsn = filepath.Join(worldDir, ".armory", "armory.db")
 	}
 	dsn = strings.TrimPrefix(dsn, "sqlite://")
-	st, err := sqlite.Open(dsn)
+	st, err := sqlite.OpenWith(dsn, sqlite.Options{Durability: mode, Window: window})
 	if err != nil {
 		return nil, armory.E("store", armory.KindUnavailable, "cannot open the SQLite store "+dsn, err)
 	}
@@ -47,7 +50,7 @@ func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, re
 	if h, err = a.open(); err != nil {
 		return nil, opts, nil, err
 	}
-	st, err := a.openStore(ctx, h.World.Dir)
+	st, err := a.openStore(ctx, h.World)
 	if err != nil {
 		return nil, opts, nil, err
 	}
@@ -91,7 +94,7 @@ func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := a.openStore(ctx, h.World.Dir)
+	st, err := a.openStore(ctx, h.World)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -27,7 +27,7 @@ func (a *app) openWithUpstreams() (*host.Host, error) {
 		return host.Open(a.world, host.Options{})
 	}
 	ctx := context.Background()
-	st, err := a.openStore(ctx, w.Dir)
+	st, err := a.openStore(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -160,5 +160,5 @@ func (a *app) pinStore(ctx context.Context) (store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return a.openStore(ctx, w.Dir)
+	return a.openStore(ctx, w)
 }

@@ -64,6 +64,11 @@ type Options struct {
 	Now func() time.Time
 	// PollMax bounds WaitApproval's fallback polling interval (default 2s).
 	PollMax time.Duration
+	// Durability is store.Strict (default) or store.Batched: every commit
+	// with synchronous_commit off, made durable at most Window (default
+	// store.DefaultDurabilityWindow) later (durability.go).
+	Durability store.Durability
+	Window     time.Duration
 }
 
 // Store is a store.Store on a PostgreSQL database. It is safe for
@@ -84,6 +89,8 @@ type Store struct {
 	// commits counts the committed group commits: [0] durable, [1] relaxed
 	// (CommitCounts).
 	commits [2]atomic.Int64
+	// syncer keeps the durable point and, Batched, flushes the WAL.
+	syncer *commit.Syncer
 
 	// Committer state (flush runs only on the committer goroutine): the
 	// admission state as of this Store's last committed batch, valid while
@@ -109,6 +116,10 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	if opts.PollMax <= 0 {
 		opts.PollMax = 2 * time.Second
+	}
+	var err error
+	if opts.Durability, opts.Window, err = opts.Durability.Normalize(opts.Window); err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -136,6 +147,7 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	}
 	s.lwg.Add(1)
 	go s.listenLoop(lctx, conn)
+	s.syncer = commit.NewSyncer(opts.Window, s.syncWAL)
 	s.batch = commit.New(s.flush, opts.MaxBatch, opts.Queue)
 	return s, nil
 }
@@ -237,6 +249,7 @@ func (s *Store) Close() error {
 		s.closeMu.Unlock()
 		close(s.closing)
 		s.batch.Close()
+		s.syncer.Close()
 		s.cancel()
 		s.lwg.Wait()
 		s.pool.Close()
@@ -485,9 +498,9 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 	// the generation as committed (the tables' statement triggers bumped it
 	// too, for this batch's own writes).
 	b.Queue(`UPDATE audit_head SET seq = $1, hash = $2, gen = gen + 1 WHERE id = 1 RETURNING gen`, head.Seq, head.Hash)
-	relaxed := !commit.Durable(entries)
+	relaxed := s.relaxed(entries)
 	if relaxed {
-		// Only NoSync entries: COMMIT returns before the WAL is flushed
+		// Only NoSync entries, or a Batched Store: COMMIT returns before the WAL is flushed
 		// (Postgres flushes it within a few wal_writer_delay, and any later
 		// synchronous commit flushes it up to its own, later, position).
 		b.Queue(`SET LOCAL synchronous_commit = off`)
@@ -527,23 +540,6 @@ func endCommit(br pgx.BatchResults) error {
 		return fmt.Errorf("commit: transaction ended with %q", tag.String())
 	}
 	return br.Close()
-}
-
-// countCommit counts a committed batch as durable or relaxed.
-func (s *Store) countCommit(entries []commit.Entry) {
-	if commit.Durable(entries) {
-		s.commits[0].Add(1)
-	} else {
-		s.commits[1].Add(1)
-	}
-}
-
-// CommitCounts reports how many group commits this Store's committer has
-// made: Durable ones (COMMIT waits for the WAL flush, with the server's
-// synchronous_commit) and Relaxed ones (only NoSync entries, committed
-// with synchronous_commit off).
-func (s *Store) CommitCounts() store.CommitCounts {
-	return store.CommitCounts{Durable: s.commits[0].Load(), Relaxed: s.commits[1].Load()}
 }
 
 // dropCache forgets the committer's cache (committer goroutine only).

@@ -72,6 +72,12 @@ type Options struct {
 	// made by other processes (default 500ms). Decisions made through this
 	// Store wake waiters at once.
 	PollMax time.Duration
+	// Durability is store.Strict (default) or store.Batched: every commit
+	// with synchronous=NORMAL, the -wal file fsynced at most Window
+	// (default store.DefaultDurabilityWindow) later (durability.go).
+	// Batched overrides Synchronous.
+	Durability store.Durability
+	Window     time.Duration
 }
 
 // Store is a store.Store on one SQLite file. It is safe for concurrent use.
@@ -104,6 +110,11 @@ type Store struct {
 	// commits counts the committed group commits: [0] durable, [1] relaxed
 	// (CommitCounts).
 	commits [2]atomic.Int64
+
+	// syncer keeps the durable point and, Batched, fsyncs the WAL;
+	// walPath is the -wal file.
+	syncer  *commit.Syncer
+	walPath string
 
 	// Committer state (flush runs only on the committer goroutine).
 	scratch []commit.Entry
@@ -171,6 +182,13 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	if opts.Synchronous != "FULL" && opts.Synchronous != "NORMAL" {
 		return nil, fmt.Errorf("sqlite: open: %w: synchronous must be FULL or NORMAL", store.ErrInvalid)
 	}
+	var err error
+	if opts.Durability, opts.Window, err = opts.Durability.Normalize(opts.Window); err != nil {
+		return nil, fmt.Errorf("sqlite: open: %w", err)
+	}
+	if opts.Durability == store.Batched {
+		opts.Synchronous = "NORMAL"
+	}
 	if opts.BusyTimeout <= 0 {
 		opts.BusyTimeout = 10 * time.Second
 	}
@@ -204,6 +222,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	s := &Store{w: w, opts: opts, closing: make(chan struct{}), conns: conns, tokenEpochFile: path + "-tokens",
 		insert: map[int]*sql.Stmt{}, setCounters: map[int]*sql.Stmt{}, startSessions: map[int]*sql.Stmt{}}
 	s.cache.adm = commit.NewCache(0)
+	s.walPath = path + "-wal"
 	// A new database file is switched to WAL by the first connection;
 	// another process opening the same new file at that moment can get
 	// SQLITE_BUSY from the journal-mode switch, which does not wait on the
@@ -278,6 +297,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("sqlite: prepare: %w", err)
 		}
 	}
+	s.syncer = commit.NewSyncer(opts.Window, s.syncWAL)
 	s.batch = commit.New(s.flush, opts.MaxBatch, opts.Queue)
 	return s, nil
 }
@@ -367,6 +387,7 @@ func (s *Store) Close() error {
 		s.closeMu.Unlock()
 		close(s.closing)
 		s.batch.Close()
+		s.syncer.Close()
 		err = s.closeDBs()
 	})
 	return err
@@ -428,10 +449,16 @@ func (s *Store) AppendAudit(ctx context.Context, rec *audit.Record) error {
 // after the commit; a connection that cannot be put back is discarded.
 func (s *Store) flush(entries []commit.Entry) error {
 	ctx := context.Background()
+	if s.opts.Durability == store.Batched {
+		return s.flushBatched(entries)
+	}
 	if s.opts.Synchronous != "FULL" || commit.Durable(entries) {
 		err := s.write(ctx, s.w, entries)
 		if err == nil {
 			s.commits[0].Add(1)
+			if s.opts.Synchronous == "FULL" {
+				s.syncer.MarkDurable(commit.LastSeq(entries))
+			}
 		}
 		return err
 	}
@@ -458,9 +485,7 @@ func (s *Store) flush(entries []commit.Entry) error {
 // made: Durable ones with the Store's own synchronous setting (an fsync per
 // commit under FULL, the default), Relaxed ones (only NoSync entries) with
 // NORMAL where the Store is FULL.
-func (s *Store) CommitCounts() store.CommitCounts {
-	return store.CommitCounts{Durable: s.commits[0].Load(), Relaxed: s.commits[1].Load()}
-}
+func (s *Store) CommitCounts() store.CommitCounts { return s.commitCounts() }
 
 // write commits entries in one transaction begun on db (the writer pool,
 // or its one connection held by flush).

@@ -58,6 +58,7 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitRepeatTwoStores", testAdmitRepeatTwoStores},
 		{"SessionGenerations", testSessionGenerations},
 		{"ReleaseTwoStores", testRelease},
+		{"DurablePointStrict", testDurablePointStrict},
 		{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
 		{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
 		{"CacheManySessions", testCacheManySessions},
