@@ -91,6 +91,17 @@ type Agent struct {
 // duplicate tool names across built-ins and toolboxes); a missing world an
 // *armory.Error of kind KindNotFound.
 func Open(dir string, opts Options) (*Host, error) {
+	w, err := world.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	return New(w, opts)
+}
+
+// New builds every agent's registry for the world w that world.Load
+// returned (a caller that needs the world before the host, to start its
+// upstream servers, loads it once and passes it here). Errors as Open's.
+func New(w *world.World, opts Options) (*Host, error) {
 	if opts.Builtins == nil {
 		opts.Builtins = builtin.All()
 	}
@@ -99,10 +110,6 @@ func Open(dir string, opts Options) (*Host, error) {
 	}
 	if opts.Sandbox == nil {
 		opts.Sandbox = sandbox.Requirement
-	}
-	w, err := world.Load(dir)
-	if err != nil {
-		return nil, err
 	}
 	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
 		pipe: map[string]*PipelineTool{}, upstream: map[string]bool{}}

@@ -22,6 +22,7 @@ import (
 	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/sandbox"
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -38,9 +39,12 @@ type app struct {
 	db     string
 	stdout io.Writer
 	stderr io.Writer
-	// closers release what a command holds for its whole run (upstream
-	// MCP servers); run calls them when the command ends.
+	// closers release what a command holds for its whole run (its store,
+	// upstream MCP servers); run calls them when the command ends, last
+	// opened first.
 	closers []func()
+	// st is the command's one store (see store), opened on first use.
+	st store.Store
 	// runLease is the lease of run claims (guard.Options.RunLease).
 	runLease time.Duration
 	// log, when set (serve), receives the runtime's notes; otherwise

@@ -16,6 +16,23 @@ import (
 	"github.com/armory-dev/armory/world"
 )
 
+// store returns the command's store, opening it on first use: one store
+// per command, shared by the upstream servers' pins, the pipeline and the
+// admin commands, and closed when the command ends (closeAll), after what
+// was opened later (the JSONL trail's follower, the upstreams).
+func (a *app) store(ctx context.Context, w *world.World) (store.Store, error) {
+	if a.st != nil {
+		return a.st, nil
+	}
+	st, err := a.openStore(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	a.st = st
+	a.closers = append(a.closers, func() { st.Close() })
+	return st, nil
+}
+
 // openStore opens the store named by --db (or $ARMORY_DB): a postgres://
 // URL, or a SQLite file path; default <world>/.armory/armory.db; in the
 // world's durability mode (world-config.yaml durability:).
@@ -50,7 +67,7 @@ func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, re
 	if h, err = a.open(); err != nil {
 		return nil, opts, nil, err
 	}
-	st, err := a.openStore(ctx, h.World)
+	st, err := a.store(ctx, h.World)
 	if err != nil {
 		return nil, opts, nil, err
 	}
@@ -61,8 +78,7 @@ func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, re
 	return h, opts, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
 		defer cancel()
-		fol.Close(cctx)
-		st.Close()
+		fol.Close(cctx) // the store stays open until the command ends
 	}, nil
 }
 
@@ -94,10 +110,9 @@ func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := a.openStore(ctx, h.World)
+	st, err := a.store(ctx, h.World)
 	if err != nil {
 		return nil, nil, err
 	}
-	a.closers = append(a.closers, func() { st.Close() }) // closed when the command ends
 	return h, st, nil
 }

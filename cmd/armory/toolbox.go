@@ -23,21 +23,23 @@ import (
 // an explained reason, not an error.
 func (a *app) openWithUpstreams() (*host.Host, error) {
 	w, err := world.Load(a.world)
-	if err != nil || len(w.MCPServers) == 0 {
-		return host.Open(a.world, host.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if len(w.MCPServers) == 0 {
+		return host.New(w, host.Options{})
 	}
 	ctx := context.Background()
-	st, err := a.openStore(ctx, w)
+	st, err := a.store(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	set, err := upstream.Start(ctx, w, upstream.Options{Pins: st, Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
-	a.closers = append(a.closers, func() { set.Close(); st.Close() })
-	h, err := host.Open(a.world, set.HostOptions(host.Options{}))
+	a.closers = append(a.closers, func() { set.Close() })
+	h, err := host.New(w, set.HostOptions(host.Options{}))
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +81,6 @@ func (a *app) toolboxCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			ps, err := st.ListPins(ctx, server)
 			if err != nil {
 				return store.Err("toolbox pins list", err)
@@ -114,7 +115,6 @@ func (a *app) toolboxCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer st.Close()
 			server := args[0]
 			var todo []*store.ToolPin
 			if len(args) == 2 {
@@ -154,11 +154,11 @@ func (a *app) toolboxCmd() *cobra.Command {
 }
 
 // pinStore opens the store of the world named by --world without starting
-// its upstream servers.
+// its upstream servers (closed when the command ends).
 func (a *app) pinStore(ctx context.Context) (store.Store, error) {
 	w, err := world.Load(a.world)
 	if err != nil {
 		return nil, err
 	}
-	return a.openStore(ctx, w)
+	return a.store(ctx, w)
 }
