@@ -20,14 +20,12 @@ import (
 type SyncPolicy int
 
 const (
-	// SyncAlways (the default) fsyncs the log file, then writes and fsyncs
-	// the head file, before Append returns: a record whose Append returned
-	// nil survives a power loss, and the head never runs ahead of the data.
-	// A new file is created with its directory fsynced. Concurrent appends
-	// share their syncs: an Append that finds a sync running waits for it
-	// and, unless that sync already covered its record, runs the next one,
-	// which covers every record written meanwhile (group commit). Cost: at
-	// most two fsyncs per Append, far fewer under concurrency.
+	// SyncAlways (the default): the head file is moved only by Sync (and
+	// Close), after the log file is synced, so it never runs ahead of the
+	// data; a file is synced before the sink rotates away from it, and a
+	// new file is created with its directory fsynced. AppendSealed itself
+	// never waits for stable storage: the trail is a copy of the store,
+	// whose commits are the durable record (audit/trail syncs in batches).
 	SyncAlways SyncPolicy = iota
 	// SyncNever leaves flushing to the operating system (records survive a
 	// process crash, not an OS crash or power loss) and syncs only on Close.
@@ -83,23 +81,18 @@ var ErrClosed = errors.New("audit: sink closed")
 // process or another one, holds the directory.
 var ErrLocked = errors.New("directory in use by another writer")
 
-// FileSink appends records as JSON lines to <dir>/audit-000001.jsonl,
-// rotating to audit-000002.jsonl after MaxRecords records, and so on. The
-// chain continues across files: the first record of a file has as PrevHash
-// the Hash of the last record of the previous file. After each append the
-// head (last Seq and Hash) is written to <dir>/audit.head, so that VerifyDir
-// detects a truncated or deleted tail.
+// FileSink writes copies of sealed records (the store's, see AppendSealed)
+// as JSON lines to <dir>/audit-000001.jsonl, rotating to audit-000002.jsonl
+// after MaxRecords records, and so on. The chain continues across files:
+// the first record of a file has as PrevHash the Hash of the last record of
+// the previous file. The head (last Seq and Hash) is kept in
+// <dir>/audit.head (see SyncPolicy), so that VerifyDir detects a truncated
+// or deleted tail.
 //
 // One process owns a directory at a time (an exclusive lock on
 // <dir>/audit.lock, where the platform supports it). A FileSink is safe for
-// concurrent use; writes are serialized, syncs shared (see SyncAlways).
+// concurrent use; its writes are serialized.
 type FileSink struct {
-	// syncMu serializes syncs (SyncAlways) and is taken before mu, never
-	// after it; durable is the Seq up to which the log and the head file
-	// are on stable storage (under syncMu).
-	syncMu  sync.Mutex
-	durable int64
-	syncs   int64 // syncs run by syncTo (tests)
 	mu      sync.Mutex
 	dir     string
 	opts    FileOptions
@@ -327,42 +320,12 @@ func (s *FileSink) Head() Head {
 	return s.head
 }
 
-// Append seals rec (see Record.Seal; it sets rec's Seq, PrevHash and Hash
-// and normalizes it) and appends it. With SyncAlways it is on stable storage
-// when Append returns nil. After a write or sync error the sink refuses
-// further appends (the file may end in a partial line that only reopening
-// repairs, and a failed fsync may have dropped what it was writing).
-func (s *FileSink) Append(rec *Record) error {
-	return s.AppendBatch([]*Record{rec})
-}
-
-// AppendBatch appends recs in order, like Append, with one write per file
-// touched and the syncs shared with concurrent appends.
-func (s *FileSink) AppendBatch(recs []*Record) error {
-	target, err := s.write(recs)
-	if err != nil || s.opts.Sync != SyncAlways {
-		return err
-	}
-	return s.syncTo(target)
-}
-
-// AppendNoSync appends rec like Append but returns once it is written,
-// without waiting for stable storage; the next sync (any later Append's,
-// Sync, Close) makes it durable, together with what came before it. The
-// head file is not moved past it until then, so it never runs ahead of the
-// data. The pipeline uses it for the start record of a call whose tool
-// cannot change anything (store.AdmitRequest.NoSync).
-func (s *FileSink) AppendNoSync(rec *Record) error {
-	_, err := s.write([]*Record{rec})
-	return err
-}
-
 // AppendSealed appends copies of records another trail already sealed (the
 // store's), as they are: their Seq, PrevHash and Hash are kept, and each
 // must continue the sink's chain (Seq one past the head, PrevHash the
 // head's Hash) and carry the hash of its content, else AppendSealed
-// returns a *ChainError and writes nothing of the batch. Like AppendNoSync
-// it does not wait for stable storage (Sync does). A record whose line
+// returns a *ChainError and writes nothing of the batch. It does not wait
+// for stable storage (Sync does). A record whose line
 // would exceed MaxLine is an error (a copy is never shrunk).
 func (s *FileSink) AppendSealed(recs []*Record) error {
 	s.mu.Lock()
@@ -422,76 +385,12 @@ func (s *FileSink) AppendSealed(recs []*Record) error {
 	return nil
 }
 
-// write appends recs under mu and returns the Seq of the last one.
-func (s *FileSink) write(recs []*Record) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return 0, ErrClosed
-	}
-	if s.err != nil {
-		return 0, s.err
-	}
-	if err := s.appendLocked(recs); err != nil {
-		s.fail(err)
-		return 0, err
-	}
-	return s.head.Seq, nil
-}
-
 // fail makes an I/O error sticky (under mu).
 func (s *FileSink) fail(err error) {
 	var ioe *ioError
 	if errors.As(err, &ioe) {
 		s.err = fmt.Errorf("audit: sink failed, reopen it: %w", ioe.err)
 	}
-}
-
-// syncTo returns once every record up to seq target is on stable storage:
-// at once if a sync since its write covered it, else after a sync of its
-// own (of the current log file, then the head file with the head as the
-// sync began), which covers whatever else was written before it. Records
-// of earlier files were synced when the sink rotated away from them.
-func (s *FileSink) syncTo(target int64) error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
-	if s.durable >= target {
-		return nil
-	}
-	s.mu.Lock()
-	f, head, err, closed := s.f, s.head, s.err, s.closed
-	s.mu.Unlock()
-	if err != nil {
-		return err
-	}
-	if closed {
-		// Close synced everything it had (it takes syncMu first).
-		return nil
-	}
-	s.syncs++
-	if f != nil {
-		err = f.Sync()
-		if err != nil && errors.Is(err, os.ErrClosed) {
-			// Rotated away meanwhile: rotate synced it before closing.
-			err = nil
-		}
-		if err != nil {
-			err = &ioError{fmt.Errorf("audit: sync: %w", err)}
-		}
-	}
-	if err == nil {
-		err = s.writeHead(head, true)
-	}
-	if err != nil {
-		s.mu.Lock()
-		if s.err == nil {
-			s.fail(&ioError{err})
-		}
-		s.mu.Unlock()
-		return err
-	}
-	s.durable = head.Seq
-	return nil
 }
 
 // ioError marks a failed write or sync, after which the files may hold a
@@ -501,67 +400,6 @@ type ioError struct{ err error }
 
 func (e *ioError) Error() string { return e.err.Error() }
 func (e *ioError) Unwrap() error { return e.err }
-
-func (s *FileSink) appendLocked(recs []*Record) error {
-	for len(recs) > 0 {
-		if s.f == nil || s.inFile >= s.opts.MaxRecords {
-			if err := s.rotate(); err != nil {
-				return &ioError{err}
-			}
-		}
-		n := min(len(recs), s.opts.MaxRecords-s.inFile)
-		s.buf.Reset()
-		head := s.head
-		for _, rec := range recs[:n] {
-			rec.Normalize()
-			line, err := s.encode(rec, head)
-			if err != nil {
-				return err
-			}
-			s.buf.Write(line)
-			head = Head{Seq: rec.Seq, Hash: rec.Hash}
-		}
-		if _, err := s.f.Write(s.buf.Bytes()); err != nil {
-			return &ioError{fmt.Errorf("audit: write: %w", err)}
-		}
-		s.head = head
-		s.inFile += n
-		if s.opts.Sync == SyncNever {
-			// With SyncAlways the head is written by syncTo, after the data.
-			if err := s.writeHead(head, false); err != nil {
-				return &ioError{err}
-			}
-		}
-		recs = recs[n:]
-	}
-	return nil
-}
-
-// encode chains rec after head and returns its JSON line, shrinking the
-// record first if the line would exceed MaxLine.
-func (s *FileSink) encode(rec *Record, head Head) ([]byte, error) {
-	for attempt := 0; ; attempt++ {
-		rec.Chain(head)
-		line, err := marshalLine(rec)
-		if err != nil {
-			return nil, err
-		}
-		if len(line) <= s.opts.MaxLine+1 {
-			return line, nil
-		}
-		if attempt > 0 {
-			return nil, fmt.Errorf("audit: record %s does not fit in %d bytes", rec.ID, s.opts.MaxLine)
-		}
-		rec.Args = quote(Cut(string(rec.Args), s.opts.MaxLine/4))
-		rec.Result = Cut(rec.Result, MaxSummary)
-		rec.Justification = Cut(rec.Justification, MaxSummary)
-		for i := range rec.Stages {
-			for j := range rec.Stages[i].Reasons {
-				rec.Stages[i].Reasons[j] = Cut(rec.Stages[i].Reasons[j], 256)
-			}
-		}
-	}
-}
 
 // marshalLine encodes rec as one JSON line (with its newline).
 func marshalLine(rec *Record) ([]byte, error) {
@@ -614,8 +452,7 @@ func syncDir(dir string) error {
 
 // writeHead rewrites the fixed-size head line in place (one small write at
 // offset 0, atomic in practice on every disk and file system we target).
-// Its callers serialize it: under mu with SyncNever, under syncMu (and mu
-// in Close) with SyncAlways.
+// Its callers hold mu.
 func (s *FileSink) writeHead(head Head, sync bool) error {
 	b, _ := json.Marshal(head) // a Head always marshals
 	line := make([]byte, headSize+1)
@@ -638,8 +475,6 @@ func (s *FileSink) writeHead(head Head, sync bool) error {
 // Sync forces written records and the head to stable storage (useful with
 // SyncNever).
 func (s *FileSink) Sync() error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -648,25 +483,18 @@ func (s *FileSink) Sync() error {
 	return s.syncLocked()
 }
 
-// syncLocked syncs the log file and writes and syncs the head (under
-// syncMu and mu).
+// syncLocked syncs the log file and writes and syncs the head (under mu).
 func (s *FileSink) syncLocked() error {
 	if s.f != nil {
 		if err := s.f.Sync(); err != nil {
 			return fmt.Errorf("audit: sync: %w", err)
 		}
 	}
-	if err := s.writeHead(s.head, true); err != nil {
-		return err
-	}
-	s.durable = s.head.Seq
-	return nil
+	return s.writeHead(s.head, true)
 }
 
 // Close syncs and closes the sink. It is idempotent.
 func (s *FileSink) Close() error {
-	s.syncMu.Lock()
-	defer s.syncMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -676,7 +504,7 @@ func (s *FileSink) Close() error {
 	var err error
 	if s.err == nil {
 		if err = s.syncLocked(); err != nil {
-			s.err = err // an Append still waiting for a sync gets it (syncTo)
+			s.err = err
 		}
 	}
 	return errors.Join(err, s.closeFiles())

@@ -24,10 +24,27 @@ func openSink(t *testing.T, dir string, opts FileOptions) *FileSink {
 	return s
 }
 
+// add seals recs after the sink's head, as the store seals its records, and
+// appends the copies; with SyncAlways it then syncs, as the trail's
+// follower does.
+func add(s *FileSink, recs ...*Record) error {
+	head := s.Head()
+	for _, r := range recs {
+		head = r.Seal(head)
+	}
+	if err := s.AppendSealed(recs); err != nil {
+		return err
+	}
+	if s.opts.Sync == SyncAlways {
+		return s.Sync()
+	}
+	return nil
+}
+
 func fill(t *testing.T, s *FileSink, n int) {
 	t.Helper()
 	for i := range n {
-		if err := s.Append(sampleRecord(i)); err != nil {
+		if err := add(s, sampleRecord(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,21 +280,7 @@ func TestFileSinkRepairsTornLine(t *testing.T) {
 func TestFileSinkLineLimit(t *testing.T) {
 	dir := t.TempDir()
 	s := openSink(t, dir, FileOptions{MaxLine: 64 << 10})
-	// Many short strings: each under MaxArgString, together far over MaxLine.
-	parts := make([]string, 0, 100)
-	for range 100 {
-		parts = append(parts, strings.Repeat("z", 4000))
-	}
-	args, _ := json.Marshal(parts)
-	rec := sampleRecord(1)
-	rec.Args = args
-	rec.Result = strings.Repeat("r", 10000)
-	if err := s.Append(rec); err != nil {
-		t.Fatal(err)
-	}
-	if len(rec.Args) > 64<<10 || !strings.Contains(string(rec.Args), "bytes cut") || len(rec.Result) > MaxSummary {
-		t.Fatalf("record not shrunk: args %d bytes, result %d", len(rec.Args), len(rec.Result))
-	}
+	fill(t, s, 1)
 	s.Close()
 	if err := VerifyDir(dir); err != nil {
 		t.Fatal(err)
@@ -304,20 +307,34 @@ func TestFileSinkSingleWriter(t *testing.T) {
 	}
 }
 
-func TestFileSinkConcurrentAppends(t *testing.T) {
+// Copies of the same records appended from several goroutines (two
+// followers racing for one folder would, were the lock not there): each
+// seq is written once, every other copy is refused as a chain error, and
+// the trail verifies.
+func TestFileSinkConcurrentCopies(t *testing.T) {
 	dir := t.TempDir()
 	s := openSink(t, dir, FileOptions{MaxRecords: 100, Sync: SyncNever})
+	var chain []*Record
+	var head Head
+	for i := range 250 {
+		r := sampleRecord(i)
+		head = r.Seal(head)
+		chain = append(chain, r)
+	}
 	var wg sync.WaitGroup
-	for g := range 8 {
+	var refused atomic.Int64
+	for range 8 {
 		wg.Go(func() {
-			for i := range 50 {
-				var err error
-				if i%2 == 0 {
-					err = s.Append(sampleRecord(g*100 + i))
-				} else {
-					err = s.AppendBatch([]*Record{sampleRecord(i), sampleRecord(i + 1)})
+			for i := 0; i < len(chain); i += 5 {
+				for s.Head().Seq < int64(i) {
+					runtime.Gosched() // wait until the records before this batch are in
 				}
-				if err != nil {
+				err := s.AppendSealed(chain[i : i+5])
+				var ce *ChainError
+				switch {
+				case errors.As(err, &ce):
+					refused.Add(1)
+				case err != nil:
 					t.Error(err)
 					return
 				}
@@ -325,13 +342,16 @@ func TestFileSinkConcurrentAppends(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if h := s.Head(); h.Seq != 8*(25+50) {
-		t.Fatalf("head %+v", h)
+	if h := s.Head(); h.Seq != 250 || h.Hash != head.Hash {
+		t.Fatalf("head %+v, want seq 250", h)
+	}
+	if n := refused.Load(); n != 7*50 {
+		t.Fatalf("%d copies refused, want %d (each batch written exactly once)", n, 7*50)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(sampleRecord(1)); !errors.Is(err, ErrClosed) {
+	if err := add(s, sampleRecord(1)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after close: %v", err)
 	}
 	if err := VerifyDir(dir); err != nil {
@@ -363,7 +383,7 @@ func TestFileSinkOversizedRecordKeepsSinkUsable(t *testing.T) {
 	s := openSink(t, dir, FileOptions{MaxLine: 64 << 10})
 	rec := sampleRecord(1)
 	rec.Agent = strings.Repeat("a", 100<<10) // not a shrinkable field
-	if err := s.Append(rec); err == nil || !strings.Contains(err.Error(), "does not fit") {
+	if err := add(s, rec); err == nil || !strings.Contains(err.Error(), "does not fit") {
 		t.Fatalf("oversized record: %v", err)
 	}
 	fill(t, s, 3) // the sink still works and the chain has no gap
@@ -386,7 +406,7 @@ func FuzzVerifyDir(f *testing.F) {
 		f.Fatal(err)
 	}
 	for i := range 3 {
-		s.Append(sampleRecord(i))
+		add(s, sampleRecord(i))
 	}
 	s.Close()
 	good, _ := os.ReadFile(filepath.Join(dir, "audit-000001.jsonl"))
@@ -413,102 +433,4 @@ func FuzzVerifyDir(f *testing.F) {
 			prev = Head{Seq: rec.Seq, Hash: rec.Hash}
 		}
 	})
-}
-
-// The same with SyncAlways and rotation: concurrent appends share syncs,
-// across file boundaries, and the trail verifies.
-func TestFileSinkConcurrentAppendsSyncAlways(t *testing.T) {
-	dir := t.TempDir()
-	s := openSink(t, dir, FileOptions{MaxRecords: 7})
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Go(func() {
-			for i := range 20 {
-				var err error
-				if i%3 == 0 {
-					err = s.AppendNoSync(sampleRecord(g*100 + i))
-				} else {
-					err = s.Append(sampleRecord(g*100 + i))
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if h, err := readHead(dir); err != nil || h.Seq != 16*20 {
-		t.Fatalf("head after close: %+v %v", h, err)
-	}
-	if err := VerifyDir(dir); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// Appends that arrive while a sync runs wait for it, and one sync then
-// covers all of them: ten appends written while the sync lock is held
-// cost at most one sync after it is released (the first waiter's), and
-// none returns before.
-func TestFileSinkGroupsSyncs(t *testing.T) {
-	dir := t.TempDir()
-	s := openSink(t, dir, FileOptions{})
-	fill(t, s, 1)
-	s.syncMu.Lock() // a sync in progress
-	var returned atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Go(func() {
-			if err := s.Append(sampleRecord(i)); err != nil {
-				t.Error(err)
-			}
-			returned.Add(1)
-		})
-	}
-	for s.Head().Seq < 11 {
-		runtime.Gosched()
-	}
-	if n := returned.Load(); n != 0 {
-		t.Fatalf("%d appends returned while their sync could not run", n)
-	}
-	if h, _ := readHead(dir); h.Seq != 1 {
-		t.Fatalf("head file moved to %d before the data was synced", h.Seq)
-	}
-	durable, syncs := s.durable, s.syncs
-	s.syncMu.Unlock()
-	wg.Wait()
-	if h, _ := readHead(dir); h.Seq != 11 || s.durable != 11 || durable != 1 {
-		t.Fatalf("after the group sync: head file %+v, durable %d (was %d)", h, s.durable, durable)
-	}
-	if n := s.syncs - syncs; n != 1 {
-		t.Fatalf("%d syncs for ten appends written during one sync, want 1", n)
-	}
-}
-
-// AppendNoSync returns without waiting for a sync and does not move the
-// head file; the next Append's sync covers it.
-func TestFileSinkAppendNoSync(t *testing.T) {
-	dir := t.TempDir()
-	s := openSink(t, dir, FileOptions{})
-	fill(t, s, 2)
-	s.syncMu.Lock() // no sync can run: AppendNoSync must not need one
-	if err := s.AppendNoSync(sampleRecord(3)); err != nil {
-		t.Fatal(err)
-	}
-	s.syncMu.Unlock()
-	if h, _ := readHead(dir); h.Seq != 2 {
-		t.Fatalf("head file at %d after AppendNoSync, want 2 (it must not run ahead of synced data)", h.Seq)
-	}
-	if err := s.Append(sampleRecord(4)); err != nil {
-		t.Fatal(err)
-	}
-	if h, _ := readHead(dir); h.Seq != 4 || s.durable != 4 {
-		t.Fatalf("head file at %+v, durable %d after the next Append, want 4", h, s.durable)
-	}
-	if err := VerifyDir(dir); err != nil {
-		t.Fatal(err)
-	}
 }

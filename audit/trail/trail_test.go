@@ -185,8 +185,12 @@ func TestFollowerRefusesForeignFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A trail with a chain of its own (as the file sink wrote beside the
+	// store before the trail became the store's copy).
 	for range 3 {
-		if err := old.Append(&audit.Record{ID: audit.NewID(), Phase: audit.PhaseFinish, Agent: "old", Tool: "t", Status: audit.StatusSuccess}); err != nil {
+		rec := &audit.Record{ID: audit.NewID(), Phase: audit.PhaseFinish, Agent: "old", Tool: "t", Status: audit.StatusSuccess}
+		rec.Seal(old.Head())
+		if err := old.AppendSealed([]*audit.Record{rec}); err != nil {
 			t.Fatal(err)
 		}
 	}
