@@ -90,6 +90,12 @@ func newMetrics(st store.Store) *metrics {
 	})
 	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady, trailWriter, trailBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if ed, ok := st.(interface{ EventsDropped() int64 }); ok {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "armory_events_dropped_total",
+			Help: "Events not relayed to the other replicas because the store's bounded event queue was full (delivery is best effort; the audit trail is complete).",
+		}, func() float64 { return float64(ed.EventsDropped()) }))
+	}
 	if cc, ok := st.(commitCounter); ok {
 		for _, d := range []string{"durable", "relaxed"} {
 			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -64,6 +64,14 @@ func (s *Store) PublishEvent(payload []byte) bool {
 	}
 }
 
+// EventsDropped is the number of events PublishEvent refused because its
+// queue was full (armory_events_dropped_total).
+func (s *Store) EventsDropped() int64 {
+	s.ev.mu.Lock()
+	defer s.ev.mu.Unlock()
+	return s.ev.dropped
+}
+
 // SubscribeEvents calls fn with every event payload published on the
 // database, by any process (this one included), until the returned cancel
 // is called. fn runs on the listener's goroutine and must not block.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,5 +75,37 @@ func TestEventsCrossStores(t *testing.T) {
 	a.Close()
 	if a.PublishEvent([]byte("late")) {
 		t.Fatal("a closed Store queued an event")
+	}
+}
+
+// A flood of events faster than NOTIFY drains them is held at the queue's
+// bound: the excess is refused (PublishEvent false, counted in
+// EventsDropped), and every event that was accepted arrives.
+func TestEventsQueueBounded(t *testing.T) {
+	dsn := freshSchema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got atomic.Int64
+	s.SubscribeEvents(func([]byte) { got.Add(1) })
+	accepted := int64(0)
+	const n = 200_000
+	for i := range n {
+		if s.PublishEvent([]byte(fmt.Sprint("f", i))) {
+			accepted++
+		}
+	}
+	if dropped := s.EventsDropped(); dropped == 0 || accepted+dropped != n {
+		t.Fatalf("%d accepted, %d dropped of %d: the queue did not bound the flood", accepted, dropped, n)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for got.Load() < accepted && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if g := got.Load(); g != accepted {
+		t.Fatalf("%d of %d accepted events arrived", g, accepted)
 	}
 }
