@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -30,19 +29,7 @@ func serveOn(t *testing.T, dir string, st store.Store) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(h, guard.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String()}
+	return serveHost(t, h, guard.Options{Store: st}, server.Options{})
 }
 
 type restOutcome struct {

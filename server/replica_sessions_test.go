@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,21 +39,11 @@ func startReplica(t *testing.T, worldDir, dsn string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(h, guard.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
+	e := serveHost(t, h, guard.Options{Store: st}, server.Options{})
 	var once sync.Once
-	stop := func() { once.Do(func() { cancel(); <-done; srv.Close(); st.Close() }) }
+	stop := func() { once.Do(func() { e.stop(); st.Close() }) }
 	t.Cleanup(stop)
-	return &replica{url: "http://" + ln.Addr().String(), st: st, stop: stop}
+	return &replica{url: e.url, st: st, stop: stop}
 }
 
 // TestMCPSessionContinuesOnAnotherReplica: two servers share one Postgres

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -32,24 +31,8 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 		t.Fatal(err)
 	}
 	fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(h, guard.Options{Store: st, AfterAudit: fol.Committed}, server.Options{Addr: ln.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	var once sync.Once
-	stop := func() error {
-		once.Do(func() { cancel(); <-done; srv.Close() })
-		return nil
-	}
-	t.Cleanup(func() { stop(); fol.Close(context.Background()); st.Close() })
-	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String(), stop: stop}, fol
+	t.Cleanup(func() { fol.Close(context.Background()); st.Close() }) // registered first: runs after the server stops
+	return serveHost(t, h, guard.Options{Store: st, AfterAudit: fol.Committed}, server.Options{}), fol
 }
 
 // Two replicas on one Postgres database and one world folder are one

@@ -44,6 +44,32 @@ type env struct {
 	stop  func() error // shuts the server down; returns Serve's result
 }
 
+// serveHost serves h with the pipeline options gopts on a loopback port
+// until t ends (or e.stop); the store in gopts is the caller's to close.
+func serveHost(t *testing.T, h *host.Host, gopts guard.Options, opts server.Options) *env {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Addr = ln.Addr().String()
+	srv, err := server.New(h, gopts, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	var once sync.Once
+	var serveErr error
+	stop := func() error {
+		once.Do(func() { cancel(); serveErr = <-done; srv.Close() })
+		return serveErr
+	}
+	t.Cleanup(func() { stop() })
+	return &env{t: t, h: h, st: gopts.Store, srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
+}
+
 func start(t *testing.T, opts server.Options) *env {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "w")
@@ -59,30 +85,14 @@ func start(t *testing.T, opts server.Options) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Addr = ln.Addr().String()
-	srv, err := server.New(h, guard.Options{Store: st}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	var once sync.Once
-	var serveErr error
-	stop := func() error {
-		once.Do(func() { cancel(); serveErr = <-done })
-		return serveErr
-	}
-	t.Cleanup(func() { stop(); st.Close() })
+	t.Cleanup(func() { st.Close() }) // registered first: runs after the server stops
+	e := serveHost(t, h, guard.Options{Store: st}, opts)
 	admin, err := server.EnsureAdminToken(context.Background(), st)
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)
 	}
-	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String(), admin: admin, db: db, stop: stop}
+	e.admin, e.db = admin, db
+	return e
 }
 
 func (e *env) token(agent string) string {

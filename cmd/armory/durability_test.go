@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -27,30 +24,8 @@ func TestCLIServeBatchedDurability(t *testing.T) {
 	if err := os.WriteFile(cfg, append(b, "\ndurability: batched\ndurability_window: 20ms\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "--world", w, "serve", "--addr", "127.0.0.1:0")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var admin, url string
-	for url == "" && sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "armory_") {
-			admin = l
-		}
-		if _, rest, ok := strings.Cut(l, "listening on "); ok {
-			url, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	if url == "" || admin == "" {
-		t.Fatal("serve did not start")
-	}
-	go io.Copy(io.Discard, stderr)
+	srv := startServe(t, w)
+	url, admin := srv.url, srv.admin
 	do := func(method, path, body string) string {
 		req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+admin)
@@ -78,6 +53,5 @@ func TestCLIServeBatchedDurability(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	srv.stop(t)
 }

@@ -252,30 +252,8 @@ func TestCLIServeMCPSessionSettings(t *testing.T) {
 	if r := armoryCmd(t, nil, "--world", w, "serve", "--mcp-sessions", "-1"); r.code != exitUsage {
 		t.Errorf("a negative limit: %+v", r)
 	}
-	cmd := exec.Command(binary, "--world", w, "serve", "--addr", "127.0.0.1:0", "--mcp-sessions", "7")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var admin, url string
-	for url == "" && sc.Scan() {
-		l := sc.Text()
-		if strings.HasPrefix(l, "armory_") {
-			admin = l
-		}
-		if _, rest, ok := strings.Cut(l, "listening on "); ok {
-			url, _, _ = strings.Cut(rest, " ")
-		}
-	}
-	if url == "" || admin == "" {
-		t.Fatal("serve did not start")
-	}
-	go io.Copy(io.Discard, stderr)
+	srv := startServe(t, w, "--mcp-sessions", "7")
+	url, admin := srv.url, srv.admin
 	req, _ := http.NewRequest("GET", url+"/metrics", nil)
 	req.Header.Set("Authorization", "Bearer "+admin)
 	resp, err := http.DefaultClient.Do(req)
@@ -289,6 +267,5 @@ func TestCLIServeMCPSessionSettings(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	cmd.Wait()
+	srv.stop(t)
 }
