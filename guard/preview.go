@@ -19,7 +19,7 @@ type ApprovalView struct {
 }
 
 // MaxListDiffs bounds how many diffs one listing computes (each reads a
-// file of up to builtin.PreviewLimit bytes); later entries say where to
+// file of up to workspace.PreviewLimit bytes); later entries say where to
 // see theirs.
 const MaxListDiffs = 50
 

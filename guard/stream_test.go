@@ -82,6 +82,28 @@ func TestApprovalListShowsDiff(t *testing.T) {
 	}
 }
 
+// A listing computes at most MaxListDiffs diffs (each reads a file); the
+// requests past them say where to see theirs.
+func TestApprovalViewsBoundDiffs(t *testing.T) {
+	f := newFixture(t)
+	var as []*store.Approval
+	for i := range MaxListDiffs + 2 {
+		// A session each: the fixture's agent has a small call cap.
+		o := f.p.Execute(context.Background(), Call{Agent: "plain", Tool: "test.family.edit", Args: json.RawMessage(fmt.Sprintf(`{"x":%d}`, i)), Session: fmt.Sprint("plain:s", i)})
+		if o.Status != audit.StatusPending {
+			t.Fatalf("call %d: %+v", i, o)
+		}
+		as = append(as, mustApproval(t, f, o.ApprovalID))
+	}
+	vs := f.p.ApprovalViews(context.Background(), as)
+	for i, v := range vs {
+		computed := strings.HasPrefix(v.Diff, "--- a/f")
+		if computed != (i < MaxListDiffs) || !computed && !strings.Contains(v.Diff, "show the request by its id") {
+			t.Fatalf("view %d of %d: diff %q", i, len(vs), v.Diff)
+		}
+	}
+}
+
 func mustApproval(t *testing.T, f *fixture, id string) *store.Approval {
 	t.Helper()
 	a, err := f.st.GetApproval(context.Background(), id)
