@@ -73,7 +73,7 @@ func golden(t *testing.T, name string, got []byte) {
 func TestRenderersGolden(t *testing.T) {
 	r := New(newCat(t), func(string) bool { return true })
 	specs := r.Specs()
-	brief := Briefing(specs, []Policy{
+	brief := Briefing(specs, []ToolkitPrompt{
 		{Toolkit: "web", Tools: []string{"tool.fetch", "tool.browser"}, Text: "Prefer tool.fetch; use tool.browser only for pages that need JavaScript."},
 		{Toolkit: "self", Tools: []string{"skill.create"}, Text: "Never shown: no member is visible."},
 	})

@@ -11,9 +11,9 @@ import (
 	"github.com/armory-dev/armory"
 )
 
-// Policy is a toolkit's prompt text, shown in the briefing when at least
+// ToolkitPrompt is a toolkit's prompt text, shown in the briefing when at least
 // one of the toolkit's tools is in the registry.
-type Policy struct {
+type ToolkitPrompt struct {
 	Toolkit string
 	Tools   []string
 	Text    string
@@ -35,7 +35,7 @@ func Brief(specs []armory.Spec) string {
 // "- name: description" line per tool (first line of the description only),
 // sorted by name, then the policy text of each toolkit that has at least one
 // of these tools, in the order given.
-func Briefing(specs []armory.Spec, policies []Policy) string {
+func Briefing(specs []armory.Spec, prompts []ToolkitPrompt) string {
 	var b strings.Builder
 	b.WriteString("<tools>\n")
 	have := make(map[string]bool, len(specs))
@@ -44,7 +44,7 @@ func Briefing(specs []armory.Spec, policies []Policy) string {
 	}
 	b.WriteString(Brief(specs))
 	first := true
-	for _, p := range policies {
+	for _, p := range prompts {
 		if strings.TrimSpace(p.Text) == "" {
 			continue
 		}

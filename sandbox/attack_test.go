@@ -27,7 +27,7 @@ func checkCapped(t *testing.T, got []byte, total int64, max int, seen []byte) {
 		t.Errorf("kept %d bytes ending %q, want %d + %q", len(got), got[max:], max, want)
 	}
 	if string(seen) != string(got) {
-		t.Errorf("progress saw %d bytes, Outcome has %d", len(seen), len(got))
+		t.Errorf("progress saw %d bytes, Report has %d", len(seen), len(got))
 	}
 }
 
@@ -65,7 +65,7 @@ func TestOutputFlood(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				rec := &recorder{}
-				p := Policy{Backend: b, Workspace: ws(t), Timeout: c.timeout, MaxOutput: c.max}
+				p := Confinement{Backend: b, Workspace: ws(t), Timeout: c.timeout, MaxOutput: c.max}
 				out := run(t, p, rec.fn, c.argv...)
 				max := c.max
 				if max == 0 {
@@ -102,7 +102,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				m := marker()
-				out := run(t, Policy{Backend: b, Workspace: ws(t), Timeout: 300 * time.Millisecond}, nil,
+				out := run(t, Confinement{Backend: b, Workspace: ws(t), Timeout: 300 * time.Millisecond}, nil,
 					"sh", "-c", fmt.Sprintf(c.script, m))
 				if !out.TimedOut || !out.Killed || out.KillReason != "timeout" || out.Signal != "SIGKILL" {
 					t.Errorf("outcome %+v", out)
@@ -133,7 +133,7 @@ func TestExitKillsLeftovers(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				m := marker()
-				out := run(t, Policy{Backend: b, Workspace: ws(t), Timeout: time.Minute}, nil,
+				out := run(t, Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute}, nil,
 					"sh", "-c", fmt.Sprintf(c.script, m))
 				if out.ExitCode != 0 || out.Killed || string(out.Stdout) != "done\n" {
 					t.Errorf("outcome %+v stdout %q stderr %q", out, out.Stdout, out.Stderr)
@@ -156,7 +156,7 @@ func TestForkBomb(t *testing.T) {
 		for _, bomb := range bombs {
 			t.Run(bomb, func(t *testing.T) {
 				m := "armory-forkbomb-" + marker()
-				p := Policy{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: limit}}
+				p := Confinement{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: limit}}
 				baseline := countProcs()
 				stop := sampleProcs()
 				out := run(t, p, nil, "bash", "-c", bomb, m)
@@ -198,7 +198,7 @@ func TestForkBomb(t *testing.T) {
 
 func TestProcessLimitAllowsSmallTrees(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		p := Policy{Backend: b, Workspace: ws(t), Limits: Limits{Processes: 64}}
+		p := Confinement{Backend: b, Workspace: ws(t), Limits: Limits{Processes: 64}}
 		out := run(t, p, nil, "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sleep 0.3 & done; wait; echo ok")
 		if out.Killed || string(out.Stdout) != "ok\n" {
 			t.Errorf("8 processes under a limit of 64 were stopped: %+v", out)
@@ -210,7 +210,7 @@ func TestMemoryBomb(t *testing.T) {
 	const limit = 256 << 20
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		t.Run("shell variable", func(t *testing.T) {
-			p := Policy{Backend: b, Workspace: ws(t), Limits: Limits{Memory: limit}}
+			p := Confinement{Backend: b, Workspace: ws(t), Limits: Limits{Memory: limit}}
 			out := run(t, p, nil, "bash", "-c", `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo survived ${#x}`)
 			if strings.Contains(string(out.Stdout), "survived 400000000") {
 				t.Fatalf("400 MB string held under a %d byte RLIMIT_AS: %+v", limit, out)
@@ -224,7 +224,7 @@ func TestMemoryBomb(t *testing.T) {
 		})
 		t.Run("python", func(t *testing.T) {
 			testenv.LookPath(t, "python3", "apt-get install python3")
-			p := Policy{Backend: b, Workspace: ws(t), Limits: Limits{Memory: limit}}
+			p := Confinement{Backend: b, Workspace: ws(t), Limits: Limits{Memory: limit}}
 			out := run(t, p, nil, "python3", "-c", "x = bytearray(1 << 30); print('survived')")
 			if out.ExitCode == 0 || strings.Contains(string(out.Stdout), "survived") || !strings.Contains(string(out.Stderr), "MemoryError") {
 				t.Fatalf("1 GiB allocation under a 256 MiB RLIMIT_AS: %+v %q", out, out.Stderr)
@@ -237,7 +237,7 @@ func TestDiskFill(t *testing.T) {
 	const limit = 8 << 20
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		w := ws(t)
-		p := Policy{Backend: b, Workspace: w, Limits: Limits{FileSize: limit}}
+		p := Confinement{Backend: b, Workspace: w, Limits: Limits{FileSize: limit}}
 		out := run(t, p, nil, "dd", "if=/dev/zero", "of=big", "bs=1M", "count=64")
 		if out.ExitCode == 0 || out.Signal != "SIGXFSZ" && !strings.Contains(string(out.Stderr), "too large") {
 			t.Errorf("dd past RLIMIT_FSIZE: %+v %q", out, out.Stderr)
@@ -251,7 +251,7 @@ func TestDiskFill(t *testing.T) {
 
 func TestCPULimit(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		p := Policy{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{CPU: time.Second}}
+		p := Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{CPU: time.Second}}
 		out := run(t, p, nil, "sh", "-c", "while :; do :; done")
 		if out.TimedOut || (out.Signal != "SIGXCPU" && out.Signal != "SIGKILL") {
 			t.Errorf("busy loop under RLIMIT_CPU=1s: %+v", out)
@@ -267,7 +267,7 @@ func TestRlimitsApplied(t *testing.T) {
 			return string(o)
 		}
 		before := self()
-		p := Policy{Backend: b, Workspace: ws(t), Limits: Limits{
+		p := Confinement{Backend: b, Workspace: ws(t), Limits: Limits{
 			Memory: 300 << 20, FileSize: 5 << 20, Processes: 50, CPU: 7 * time.Second, OpenFiles: 99,
 		}}
 		out := run(t, p, nil, "bash", "-c", "ulimit -v; ulimit -f; ulimit -u; ulimit -t; ulimit -n")
@@ -283,7 +283,7 @@ func TestRlimitsApplied(t *testing.T) {
 
 func TestStdinClosed(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		out := run(t, Policy{Backend: b, Workspace: ws(t), Timeout: time.Minute}, nil,
+		out := run(t, Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute}, nil,
 			"sh", "-c", `cat; read x; echo "read=$?"`)
 		if out.TimedOut || string(out.Stdout) != "read=1\n" {
 			t.Errorf("stdin: %+v %q", out, out.Stdout)
@@ -315,7 +315,7 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 			{"workspace", filepath.Join(w, "inside"), true},
 			{"extra writable", filepath.Join(extraRW, "x"), true},
 		}
-		p := Policy{Backend: b, Workspace: w, Writable: []string{extraRW}}
+		p := Confinement{Backend: b, Workspace: w, Writable: []string{extraRW}}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				out := run(t, p, nil, "sh", "-c", `echo x > "$1"`, "sh", c.path)
@@ -396,11 +396,11 @@ func TestNetwork(t *testing.T) {
 		if b == BackendLandlock && Detect().LandlockABI < 4 {
 			t.Skip("Landlock ABI < 4 cannot restrict TCP (documented)")
 		}
-		denied := run(t, Policy{Backend: b, Workspace: ws(t)}, nil, "bash", "-c", script)
+		denied := run(t, Confinement{Backend: b, Workspace: ws(t)}, nil, "bash", "-c", script)
 		if denied.ExitCode == 0 || strings.Contains(string(denied.Stdout), "hello") {
 			t.Errorf("reached the parent's listener without Network: %+v %q", denied, denied.Stdout)
 		}
-		granted := run(t, Policy{Backend: b, Workspace: ws(t), Network: true}, nil, "bash", "-c", script)
+		granted := run(t, Confinement{Backend: b, Workspace: ws(t), Network: true}, nil, "bash", "-c", script)
 		if granted.ExitCode != 0 || string(granted.Stdout) != "hello\n" {
 			t.Errorf("Network: true could not connect: %+v %q", granted, granted.Stderr)
 		}
@@ -410,7 +410,7 @@ func TestNetwork(t *testing.T) {
 // The bwrap sandbox has no capabilities even though we may be root.
 func TestNoCapabilities(t *testing.T) {
 	forEach(t, confining, func(t *testing.T, b Backend) {
-		out := run(t, Policy{Backend: b, Workspace: ws(t)}, nil, "grep", "^CapEff", "/proc/self/status")
+		out := run(t, Confinement{Backend: b, Workspace: ws(t)}, nil, "grep", "^CapEff", "/proc/self/status")
 		if !strings.Contains(string(out.Stdout), "0000000000000000") {
 			t.Errorf("capabilities in the sandbox: %q", out.Stdout)
 		}
@@ -426,7 +426,7 @@ func TestCannotKillOutside(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { victim.Process.Kill(); victim.Wait() }()
-		out := run(t, Policy{Backend: b, Workspace: ws(t)}, nil, "sh", "-c", fmt.Sprintf("kill -9 %d", victim.Process.Pid))
+		out := run(t, Confinement{Backend: b, Workspace: ws(t)}, nil, "sh", "-c", fmt.Sprintf("kill -9 %d", victim.Process.Pid))
 		if out.ExitCode == 0 {
 			t.Errorf("kill of an outside pid succeeded: %+v", out)
 		}

@@ -21,7 +21,7 @@ func requireBackendB(b *testing.B) {
 }
 
 func runTrue(b *testing.B, w string) {
-	out, err := Run(context.Background(), Policy{Backend: BackendBwrap, Workspace: w}, []string{"true"}, nil)
+	out, err := Run(context.Background(), Confinement{Backend: BackendBwrap, Workspace: w}, []string{"true"}, nil)
 	if err != nil || out.ExitCode != 0 {
 		b.Fatalf("Run(true): %+v %v", out, err)
 	}
@@ -54,7 +54,7 @@ func BenchmarkBareBwrapTrue(b *testing.B) {
 // handshake): it separates the cost of the namespaces and mounts the
 // policy requires from the runner's own overhead.
 func sameFlags(b *testing.B, bwrap, w string) []string {
-	r, err := resolve(Policy{Backend: BackendBwrap, Workspace: w})
+	r, err := resolve(Confinement{Backend: BackendBwrap, Workspace: w})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func BenchmarkRunTrueCgroup(b *testing.B) {
 	}
 	noCg := *Detect()
 	noCg.pids = nil
-	r, err := resolve(Policy{Backend: BackendBwrap, Workspace: w})
+	r, err := resolve(Confinement{Backend: BackendBwrap, Workspace: w})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -61,10 +61,10 @@ func bwrapArgs(r *resolved, det *Detection, argv []string) []string {
 	return append(a, argv...)
 }
 
-func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, sink *progressSink) (Outcome, error) {
+func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, sink *progressSink) (Report, error) {
 	env := r.environment("/tmp")
 	if _, err := lookPath(argv[0], env); err != nil {
-		return Outcome{}, err
+		return Report{}, err
 	}
 	if forceWarm {
 		if w := startWarm("", r, det, env); w != nil {
@@ -85,7 +85,7 @@ func runBwrap(ctx context.Context, r *resolved, det *Detection, argv []string, s
 	}
 	l, err := newBwrapLaunch(r, det, env, argv, nil)
 	if err != nil {
-		return Outcome{}, err
+		return Report{}, err
 	}
 	return execute(ctx, l, sink)
 }

@@ -22,7 +22,7 @@ import (
 // errCgroup is wrapped by every failure to set up or join a run's cgroup.
 var errCgroup = errors.New("pids cgroup")
 
-// Process-limit mechanisms, as reported in Outcome.ProcessLimit.
+// Process-limit mechanisms, as reported in Report.ProcessLimit.
 const (
 	limitByCgroup   = "pids cgroup"
 	limitByWatchdog = "watchdog"

@@ -94,18 +94,18 @@ func runGroups(t *testing.T) []string {
 const procSlack = 64
 
 // Without a usable pids cgroup the watchdog still bounds a bomb (coarsely)
-// and says so in the Outcome.
+// and says so in the Report.
 func TestWatchdogFallback(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		d := *Detect()
 		d.pids = nil
-		r, err := resolve(Policy{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: 64}})
+		r, err := resolve(Confinement{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: 64}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := "armory-forkbomb-" + marker()
 		argv := []string{"bash", "-c", "f(){ f | f & }; f; sleep 30", m}
-		var out Outcome
+		var out Report
 		if b == BackendBwrap {
 			out, err = runBwrap(t.Context(), r, &d, argv, &progressSink{})
 		} else {
@@ -154,7 +154,7 @@ func TestForkBombLeavesPIDsForOthers(t *testing.T) {
 				execs.Add(1)
 			}
 		}()
-		p := Policy{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: 64}}
+		p := Confinement{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: 64}}
 		for range 5 {
 			out := run(t, p, nil, "bash", "-c", "f(){ f | f & }; f; sleep 30")
 			if out.KillReason != "process limit" {
@@ -170,7 +170,7 @@ func TestForkBombLeavesPIDsForOthers(t *testing.T) {
 	})
 }
 
-// The limit from the Policy is what holds: a tree that fits runs, one that
+// The limit from the Confinement is what holds: a tree that fits runs, one that
 // does not is refused and ended.
 func TestProcessLimitFromPolicy(t *testing.T) {
 	requirePidsCgroup(t)
@@ -191,7 +191,7 @@ func TestProcessLimitFromPolicy(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				p := Policy{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{Processes: c.limit}}
+				p := Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{Processes: c.limit}}
 				script := fmt.Sprintf("for i in $(seq %d); do sleep 2 & done; wait; echo ok", c.sleeps)
 				out := run(t, p, nil, "bash", "-c", script)
 				if out.ProcessLimit != limitByCgroup {
@@ -230,7 +230,7 @@ func TestCgroupRemovedAfterRun(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				_, _ = Run(t.Context(), Policy{Backend: b, Workspace: ws(t), Timeout: c.timeout}, c.argv, nil)
+				_, _ = Run(t.Context(), Confinement{Backend: b, Workspace: ws(t), Timeout: c.timeout}, c.argv, nil)
 				if g := runGroups(t); len(g) > 0 {
 					t.Errorf("run groups left behind: %v", g)
 				}
@@ -254,7 +254,7 @@ echo 0 > %[2]s/cgroup.procs
 mkdir %[1]s/escape-$$
 for i in $(seq 100); do sleep 2 & done; wait; echo survived`, parent, own)
 	forEach(t, confining, func(t *testing.T, b Backend) {
-		p := Policy{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{Processes: 64}}
+		p := Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{Processes: 64}}
 		out := run(t, p, nil, "bash", "-c", script)
 		t.Logf("stderr %.400q", out.Stderr)
 		if strings.Contains(string(out.Stdout), "survived") || out.KillReason != "process limit" {

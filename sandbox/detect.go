@@ -142,11 +142,11 @@ func selfTest(det *Detection, b Backend) error {
 		return err
 	}
 	defer os.RemoveAll(ws)
-	r, err := resolve(Policy{Backend: b, Workspace: ws, Timeout: 20 * time.Second})
+	r, err := resolve(Confinement{Backend: b, Workspace: ws, Timeout: 20 * time.Second})
 	if err != nil {
 		return err
 	}
-	var out Outcome
+	var out Report
 	if b == BackendBwrap {
 		out, err = runBwrap(context.Background(), r, det, []string{"true"}, nil)
 	} else {

@@ -7,7 +7,7 @@
 // BackendLandlock re-executes the current binary as a helper that confines
 // the file system (and TCP with Landlock ABI >= 4) before exec'ing the
 // command; it is the fallback where bwrap is absent or fails its self-test.
-// BackendNone runs unconfined and is used only when a Policy names it.
+// BackendNone runs unconfined and is used only when a Confinement names it.
 //
 // Every backend applies the same bounds: a timeout after which the whole
 // process tree is killed, rlimits (CPU, address space, file size,

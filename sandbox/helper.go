@@ -226,15 +226,15 @@ func applyLandlock(writable []string, network bool) error {
 }
 
 // runHelper runs argv through the re-executed helper (landlock or none).
-func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend, argv []string, sink *progressSink) (Outcome, error) {
+func runHelper(ctx context.Context, r *resolved, det *Detection, backend Backend, argv []string, sink *progressSink) (Report, error) {
 	tmp, err := os.MkdirTemp("", "armory-sandbox-")
 	if err != nil {
-		return Outcome{}, fmt.Errorf("sandbox: private temp dir: %w", err)
+		return Report{}, fmt.Errorf("sandbox: private temp dir: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	l, err := newHelperLaunch(r, det, backend, argv, tmp)
 	if err != nil {
-		return Outcome{}, err
+		return Report{}, err
 	}
 	return execute(ctx, l, sink)
 }

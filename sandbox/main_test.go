@@ -63,15 +63,15 @@ func forEach(t *testing.T, backends []Backend, f func(t *testing.T, b Backend)) 
 const hangGuard = 2 * time.Minute
 
 // run calls Run and fails the test if Run errs or never returns.
-func run(t *testing.T, p Policy, progress ProgressFunc, argv ...string) Outcome {
+func run(t *testing.T, p Confinement, progress ProgressFunc, argv ...string) Report {
 	t.Helper()
 	return runCtx(t, context.Background(), p, progress, argv...)
 }
 
-func runCtx(t *testing.T, ctx context.Context, p Policy, progress ProgressFunc, argv ...string) Outcome {
+func runCtx(t *testing.T, ctx context.Context, p Confinement, progress ProgressFunc, argv ...string) Report {
 	t.Helper()
 	type res struct {
-		out Outcome
+		out Report
 		err error
 	}
 	ch := make(chan res, 1)
@@ -94,7 +94,7 @@ func runCtx(t *testing.T, ctx context.Context, p Policy, progress ProgressFunc, 
 		return r.out
 	case <-time.After(bound + pipeGrace + hangGuard):
 		t.Fatalf("Run(%q) did not return within its bounds (timeout %v)", argv, bound)
-		return Outcome{}
+		return Report{}
 	}
 }
 

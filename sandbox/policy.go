@@ -26,11 +26,11 @@ const (
 	BackendLandlock Backend = "landlock"
 	// BackendNone runs the command unconfined, still with every limit
 	// (timeout, rlimits, output caps, process-tree kill). It is used only
-	// when a Policy names it explicitly.
+	// when a Confinement names it explicitly.
 	BackendNone Backend = "none"
 )
 
-// Defaults applied by Run to zero-valued Policy and Limits fields.
+// Defaults applied by Run to zero-valued Confinement and Limits fields.
 const (
 	DefaultTimeout   = 30 * time.Second
 	DefaultMaxOutput = 64 << 10  // bytes kept per stream
@@ -73,9 +73,9 @@ type Limits struct {
 	TmpSize int64
 }
 
-// Policy says how one command runs. The zero value is not usable:
+// Confinement says how one command runs. The zero value is not usable:
 // Workspace is required.
-type Policy struct {
+type Confinement struct {
 	// Backend selects the confinement; "" picks the best available one
 	// (Detect); BackendNone must be named explicitly to run unconfined.
 	Backend Backend
@@ -120,16 +120,16 @@ type Policy struct {
 	StdoutTee io.Writer
 }
 
-// ErrPolicy is wrapped by every error that reports an invalid Policy.
+// ErrPolicy is wrapped by every error that reports an invalid Confinement.
 var ErrPolicy = errors.New("sandbox: invalid policy")
 
 func policyErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrPolicy, fmt.Sprintf(format, args...))
 }
 
-// resolved is a validated Policy with defaults applied and paths resolved.
+// resolved is a validated Confinement with defaults applied and paths resolved.
 type resolved struct {
-	Policy
+	Confinement
 	workspace string   // symlinks resolved
 	dir       string   // symlinks resolved
 	readOnly  []string // symlinks resolved
@@ -137,8 +137,8 @@ type resolved struct {
 }
 
 // resolve validates p and applies defaults. It never touches p's slices.
-func resolve(p Policy) (*resolved, error) {
-	r := &resolved{Policy: p}
+func resolve(p Confinement) (*resolved, error) {
+	r := &resolved{Confinement: p}
 	switch p.Backend {
 	case BackendAuto, BackendBwrap, BackendLandlock, BackendNone:
 	default:

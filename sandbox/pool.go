@@ -291,7 +291,7 @@ func startWarm(key string, r *resolved, det *Detection, env []string) *warm {
 }
 
 // run gives w its command and supervises it as a cold run would.
-func (w *warm) run(ctx context.Context, r *resolved, argv []string, sink *progressSink) Outcome {
+func (w *warm) run(ctx context.Context, r *resolved, argv []string, sink *progressSink) Report {
 	start := time.Now()
 	script := []byte(trampolineScript(argv))
 	deadline := start.Add(r.Timeout)

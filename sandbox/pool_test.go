@@ -51,7 +51,7 @@ func TestPoolWarmRunMatchesCold(t *testing.T) {
 	requireBackend(t, BackendBwrap)
 	noForcedWarm(t)
 	ws := t.TempDir()
-	p := Policy{Backend: BackendBwrap, Workspace: ws, Limits: Limits{Processes: 64, OpenFiles: 256}}
+	p := Confinement{Backend: BackendBwrap, Workspace: ws, Limits: Limits{Processes: 64, OpenFiles: 256}}
 	cold := run(t, p, nil, "sh", "-c", probe)
 	if cold.Warm || cold.ExitCode != 0 {
 		t.Fatalf("cold run: %+v", cold)
@@ -80,7 +80,7 @@ func TestPoolWarmRunMatchesCold(t *testing.T) {
 func TestPoolArgvQuoting(t *testing.T) {
 	args := []string{"plain", "", "it's", `"double"`, "$(id -u)", "`id`", "a\nb", `back\slash`, "*", "; rm -rf /x", "$HOME", "'", "''", "-c", "tab\there", "ünï"}
 	withPool(t, PoolOptions{PerPolicy: 1})
-	p := Policy{Backend: BackendBwrap, Workspace: t.TempDir()}
+	p := Confinement{Backend: BackendBwrap, Workspace: t.TempDir()}
 	argv := append([]string{"sh", "-c", `for a in "$@"; do printf '[%s]\n' "$a"; done`, "sh"}, args...)
 	run(t, p, nil, argv...)
 	waitReady(t, 1)
@@ -102,7 +102,7 @@ func TestPoolArgvQuoting(t *testing.T) {
 func TestPoolNothingCarriesOver(t *testing.T) {
 	withPool(t, PoolOptions{PerPolicy: 2})
 	ws := t.TempDir()
-	p := Policy{Backend: BackendBwrap, Workspace: ws}
+	p := Confinement{Backend: BackendBwrap, Workspace: ws}
 	run(t, p, nil, "true")
 	waitReady(t, 2)
 	a := run(t, p, nil, "sh", "-c", `echo secret > /tmp/left; (sleep 1000 &); echo "$$" > `+filepath.Join(ws, "pid"))
@@ -144,7 +144,7 @@ func TestPoolWorkspaceReplaced(t *testing.T) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := Policy{Backend: BackendBwrap, Workspace: ws}
+	p := Confinement{Backend: BackendBwrap, Workspace: ws}
 	run(t, p, nil, "true")
 	waitReady(t, 1)
 	if err := os.Rename(ws, ws+".old"); err != nil {
@@ -169,7 +169,7 @@ func TestPoolWorkspaceReplaced(t *testing.T) {
 // count against the call's timeout.
 func TestPoolTimeoutCountsFromCall(t *testing.T) {
 	withPool(t, PoolOptions{PerPolicy: 1})
-	p := Policy{Backend: BackendBwrap, Workspace: t.TempDir(), Timeout: 2 * time.Second}
+	p := Confinement{Backend: BackendBwrap, Workspace: t.TempDir(), Timeout: 2 * time.Second}
 	run(t, p, nil, "true")
 	waitReady(t, 1)
 	time.Sleep(2500 * time.Millisecond) // longer than the timeout
@@ -193,11 +193,11 @@ func TestPoolIdleAndClose(t *testing.T) {
 	t.Cleanup(ClosePool)
 	before := bwrapChildren()
 	EnablePool(PoolOptions{PerPolicy: 2, Idle: 200 * time.Millisecond})
-	p := Policy{Backend: BackendBwrap, Workspace: t.TempDir(), Limits: Limits{Processes: 32}}
+	p := Confinement{Backend: BackendBwrap, Workspace: t.TempDir(), Limits: Limits{Processes: 32}}
 	run(t, p, nil, "true")
 	waitReady(t, 2)
 	waitReady(t, 0) // expired
-	run(t, Policy{Backend: BackendBwrap, Workspace: t.TempDir()}, nil, "true")
+	run(t, Confinement{Backend: BackendBwrap, Workspace: t.TempDir()}, nil, "true")
 	EnablePool(PoolOptions{PerPolicy: 3}) // replaces the pool: its sandboxes go
 	run(t, p, nil, "true")
 	waitReady(t, 3)
@@ -240,7 +240,7 @@ func TestPoolConcurrent(t *testing.T) {
 		go func(g int) {
 			defer wg.Done()
 			for i := 0; i < 4; i++ {
-				out, err := Run(context.Background(), Policy{Backend: BackendBwrap, Workspace: ws},
+				out, err := Run(context.Background(), Confinement{Backend: BackendBwrap, Workspace: ws},
 					[]string{"sh", "-c", "test ! -e /tmp/x && touch /tmp/x && echo " + strconv.Itoa(g)}, nil)
 				if err != nil || out.ExitCode != 0 || strings.TrimSpace(string(out.Stdout)) != strconv.Itoa(g) {
 					errs <- strings.TrimSpace(string(out.Stdout) + string(out.Stderr))
@@ -278,7 +278,7 @@ func TestTrampolineScript(t *testing.T) {
 // /tmp): killing everything it can, it leaves the next call unharmed.
 func TestPoolSandboxesAreIsolated(t *testing.T) {
 	withPool(t, PoolOptions{PerPolicy: 2})
-	p := Policy{Backend: BackendBwrap, Workspace: t.TempDir()}
+	p := Confinement{Backend: BackendBwrap, Workspace: t.TempDir()}
 	run(t, p, nil, "true")
 	waitReady(t, 2)
 	// kill -9 -1 signals every process the command may signal: in its PID

@@ -15,9 +15,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Outcome is what a finished run produced. A non-zero exit, a signal, a
-// timeout or a hit limit are all Outcomes, not errors.
-type Outcome struct {
+// Report is what a finished run produced. A non-zero exit, a signal, a
+// timeout or a hit limit are all Reports, not errors.
+type Report struct {
 	// ExitCode is the command's exit status; 128+N when it died of signal N
 	// (the shell convention, also what bwrap reports).
 	ExitCode int
@@ -75,7 +75,7 @@ const pipeGrace = 2 * time.Second
 // watchInterval is how often the process watchdog counts the tree.
 const watchInterval = 5 * time.Millisecond
 
-// Run runs argv under policy p and returns its Outcome. progress, if not
+// Run runs argv under policy p and returns its Report. progress, if not
 // nil, receives output as it arrives (see ProgressFunc).
 //
 // The command's stdin is /dev/null. Its environment is the allow-list
@@ -91,38 +91,38 @@ const watchInterval = 5 * time.Millisecond
 // *UnavailableError, matching ErrUnavailable), a command not found
 // (wrapping exec.ErrNotFound), an already-done ctx, or a failure of the
 // sandbox set-up. Run is safe for concurrent use.
-func Run(ctx context.Context, p Policy, argv []string, progress ProgressFunc) (Outcome, error) {
+func Run(ctx context.Context, p Confinement, argv []string, progress ProgressFunc) (Report, error) {
 	if len(argv) == 0 || argv[0] == "" {
-		return Outcome{}, policyErr("empty command")
+		return Report{}, policyErr("empty command")
 	}
 	for _, a := range argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return Outcome{}, policyErr("argument contains NUL")
+			return Report{}, policyErr("argument contains NUL")
 		}
 	}
 	r, err := resolve(p)
 	if err != nil {
-		return Outcome{}, err
+		return Report{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Outcome{}, err
+		return Report{}, err
 	}
 	det := Detect()
 	backend := r.Backend
 	if backend == BackendAuto {
 		backend = det.Best
 		if backend == "" {
-			return Outcome{}, det.unavailable(BackendAuto)
+			return Report{}, det.unavailable(BackendAuto)
 		}
 	}
 	if err := det.Check(backend); err != nil {
-		return Outcome{}, err
+		return Report{}, err
 	}
 	if backend == BackendLandlock && len(r.readOnly) > 0 {
 		for _, ro := range r.readOnly {
 			for _, w := range append([]string{r.workspace}, r.writable...) {
 				if within(w, ro) {
-					return Outcome{}, policyErr("landlock cannot make %q read-only inside writable %q", ro, w)
+					return Report{}, policyErr("landlock cannot make %q read-only inside writable %q", ro, w)
 				}
 			}
 		}
@@ -206,11 +206,11 @@ type proc struct {
 
 // execute is the engine shared by every backend: pipes, start, handshake,
 // wait with timeout / cancel / process watchdog, tree kill, bounded drain.
-func execute(ctx context.Context, l *launch, sink *progressSink) (Outcome, error) {
+func execute(ctx context.Context, l *launch, sink *progressSink) (Report, error) {
 	start := time.Now()
 	p, err := startLaunch(l, start.Add(l.r.Timeout))
 	if err != nil {
-		return Outcome{Backend: l.backend}, err
+		return Report{Backend: l.backend}, err
 	}
 	return p.supervise(ctx, l.r, sink, start), nil
 }
@@ -357,9 +357,9 @@ func (p *proc) discard() {
 
 // supervise drains p's output and waits for it under r's timeout (counted
 // from start), ctx and process limit, then kills what is left and returns
-// the Outcome. r is the policy of the call (its timeout, output limits and
+// the Report. r is the policy of the call (its timeout, output limits and
 // tee); p may have been started for an equal policy before the call.
-func (p *proc) supervise(ctx context.Context, r *resolved, sink *progressSink, start time.Time) (out Outcome) {
+func (p *proc) supervise(ctx context.Context, r *resolved, sink *progressSink, start time.Time) (out Report) {
 	l := p.l
 	out.Backend = l.backend
 	// Whatever happens below, the group's processes die and the group goes

@@ -20,7 +20,7 @@ func TestRunBasics(t *testing.T) {
 		}
 		t.Setenv("ARMORY_TEST_SECRET", "leak")
 		t.Setenv("ARMORY_TEST_PASS", "passed")
-		p := Policy{
+		p := Confinement{
 			Backend: b, Workspace: w, Dir: "sub",
 			Env:     map[string]string{"EXTRA": "x y"},
 			PassEnv: []string{"ARMORY_TEST_PASS", "ARMORY_TEST_UNSET"},
@@ -65,29 +65,29 @@ func TestPolicyErrors(t *testing.T) {
 	outside := t.TempDir()
 	cases := []struct {
 		name string
-		p    Policy
+		p    Confinement
 		argv []string
 		want error
 	}{
-		{"no workspace", Policy{}, []string{"true"}, ErrPolicy},
-		{"relative workspace", Policy{Workspace: "rel"}, []string{"true"}, ErrPolicy},
-		{"missing workspace", Policy{Workspace: filepath.Join(w, "nope")}, []string{"true"}, ErrPolicy},
-		{"workspace is a file", Policy{Workspace: file}, []string{"true"}, ErrPolicy},
-		{"root workspace", Policy{Workspace: "/"}, []string{"true"}, ErrPolicy},
-		{"dir outside", Policy{Workspace: w, Dir: outside}, []string{"true"}, ErrPolicy},
-		{"dir escapes", Policy{Workspace: w, Dir: "../"}, []string{"true"}, ErrPolicy},
-		{"relative bind", Policy{Workspace: w, ReadOnly: []string{"etc"}}, []string{"true"}, ErrPolicy},
-		{"missing bind", Policy{Workspace: w, Writable: []string{filepath.Join(w, "nope")}}, []string{"true"}, ErrPolicy},
-		{"negative timeout", Policy{Workspace: w, Timeout: -1}, []string{"true"}, ErrPolicy},
-		{"negative output", Policy{Workspace: w, MaxOutput: -1}, []string{"true"}, ErrPolicy},
-		{"bad env name", Policy{Workspace: w, Env: map[string]string{"A=B": "x"}}, []string{"true"}, ErrPolicy},
-		{"NUL env value", Policy{Workspace: w, Env: map[string]string{"A": "x\x00"}}, []string{"true"}, ErrPolicy},
-		{"bad passenv", Policy{Workspace: w, PassEnv: []string{""}}, []string{"true"}, ErrPolicy},
-		{"unknown backend", Policy{Workspace: w, Backend: "chroot"}, []string{"true"}, ErrPolicy},
-		{"empty argv", Policy{Workspace: w}, nil, ErrPolicy},
-		{"NUL argument", Policy{Workspace: w}, []string{"echo", "a\x00b"}, ErrPolicy},
-		{"not found", Policy{Workspace: w, Backend: BackendNone}, []string{"armory-no-such-command"}, exec.ErrNotFound},
-		{"landlock read-only inside workspace", Policy{Workspace: w, Backend: BackendLandlock, ReadOnly: []string{w}}, []string{"true"}, ErrPolicy},
+		{"no workspace", Confinement{}, []string{"true"}, ErrPolicy},
+		{"relative workspace", Confinement{Workspace: "rel"}, []string{"true"}, ErrPolicy},
+		{"missing workspace", Confinement{Workspace: filepath.Join(w, "nope")}, []string{"true"}, ErrPolicy},
+		{"workspace is a file", Confinement{Workspace: file}, []string{"true"}, ErrPolicy},
+		{"root workspace", Confinement{Workspace: "/"}, []string{"true"}, ErrPolicy},
+		{"dir outside", Confinement{Workspace: w, Dir: outside}, []string{"true"}, ErrPolicy},
+		{"dir escapes", Confinement{Workspace: w, Dir: "../"}, []string{"true"}, ErrPolicy},
+		{"relative bind", Confinement{Workspace: w, ReadOnly: []string{"etc"}}, []string{"true"}, ErrPolicy},
+		{"missing bind", Confinement{Workspace: w, Writable: []string{filepath.Join(w, "nope")}}, []string{"true"}, ErrPolicy},
+		{"negative timeout", Confinement{Workspace: w, Timeout: -1}, []string{"true"}, ErrPolicy},
+		{"negative output", Confinement{Workspace: w, MaxOutput: -1}, []string{"true"}, ErrPolicy},
+		{"bad env name", Confinement{Workspace: w, Env: map[string]string{"A=B": "x"}}, []string{"true"}, ErrPolicy},
+		{"NUL env value", Confinement{Workspace: w, Env: map[string]string{"A": "x\x00"}}, []string{"true"}, ErrPolicy},
+		{"bad passenv", Confinement{Workspace: w, PassEnv: []string{""}}, []string{"true"}, ErrPolicy},
+		{"unknown backend", Confinement{Workspace: w, Backend: "chroot"}, []string{"true"}, ErrPolicy},
+		{"empty argv", Confinement{Workspace: w}, nil, ErrPolicy},
+		{"NUL argument", Confinement{Workspace: w}, []string{"echo", "a\x00b"}, ErrPolicy},
+		{"not found", Confinement{Workspace: w, Backend: BackendNone}, []string{"armory-no-such-command"}, exec.ErrNotFound},
+		{"landlock read-only inside workspace", Confinement{Workspace: w, Backend: BackendLandlock, ReadOnly: []string{w}}, []string{"true"}, ErrPolicy},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -103,7 +103,7 @@ func TestPolicyErrors(t *testing.T) {
 	t.Run("done context", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := Run(ctx, Policy{Workspace: w, Backend: BackendNone}, []string{"true"}, nil); !errors.Is(err, context.Canceled) {
+		if _, err := Run(ctx, Confinement{Workspace: w, Backend: BackendNone}, []string{"true"}, nil); !errors.Is(err, context.Canceled) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -140,7 +140,7 @@ func TestDetect(t *testing.T) {
 
 func TestExitStatusAndSignal(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		out := run(t, Policy{Backend: b, Workspace: ws(t)}, nil, "sh", "-c", "kill -TERM $$")
+		out := run(t, Confinement{Backend: b, Workspace: ws(t)}, nil, "sh", "-c", "kill -TERM $$")
 		if out.ExitCode != 128+15 || out.Signal != "SIGTERM" || out.Killed {
 			t.Fatalf("outcome %+v", out)
 		}
@@ -157,7 +157,7 @@ func TestCancel(t *testing.T) {
 				cancel()
 			}
 		}
-		out := runCtx(t, ctx, Policy{Backend: b, Workspace: ws(t)}, progress, "sh", "-c", "echo ready; sleep 1000 "+m)
+		out := runCtx(t, ctx, Confinement{Backend: b, Workspace: ws(t)}, progress, "sh", "-c", "echo ready; sleep 1000 "+m)
 		if !out.Killed || out.KillReason != "canceled" || out.TimedOut {
 			t.Fatalf("outcome %+v", out)
 		}
@@ -168,11 +168,11 @@ func TestCancel(t *testing.T) {
 func TestNoLeaks(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		w := ws(t)
-		run(t, Policy{Backend: b, Workspace: w}, nil, "true") // warm up pools and timers
+		run(t, Confinement{Backend: b, Workspace: w}, nil, "true") // warm up pools and timers
 		before := numGoroutine()
 		for range 5 {
-			run(t, Policy{Backend: b, Workspace: w, Timeout: 200 * time.Millisecond}, nil, "sh", "-c", "(sleep 100 &); yes")
-			run(t, Policy{Backend: b, Workspace: w}, nil, "sh", "-c", "echo hi")
+			run(t, Confinement{Backend: b, Workspace: w, Timeout: 200 * time.Millisecond}, nil, "sh", "-c", "(sleep 100 &); yes")
+			run(t, Confinement{Backend: b, Workspace: w}, nil, "sh", "-c", "echo hi")
 		}
 		if after := goroutinesSettled(before); after > before {
 			t.Errorf("goroutines: %d before, %d after", before, after)

@@ -39,7 +39,7 @@ type Server struct {
 // Errors are Run's: an invalid policy (ErrPolicy), an unavailable backend
 // (ErrUnavailable), a command not found, or a failed set-up. The caller
 // must call Stop, also after the process exited on its own.
-func StartServer(p Policy, argv []string, stderr io.Writer) (*Server, error) {
+func StartServer(p Confinement, argv []string, stderr io.Writer) (*Server, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, policyErr("empty command")
 	}

@@ -68,7 +68,7 @@ func TestStartServerConfinesAndTalks(t *testing.T) {
 		ws := t.TempDir()
 		outside := t.TempDir()
 		stderr := &lockedBuffer{}
-		s, err := StartServer(Policy{Backend: b, Workspace: ws, Limits: Limits{Processes: 32}},
+		s, err := StartServer(Confinement{Backend: b, Workspace: ws, Limits: Limits{Processes: 32}},
 			[]string{"sh", "-c", "echo started >&2; " + shellServer}, stderr)
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestStartServerConfinesAndTalks(t *testing.T) {
 
 func TestStartServerExitsOnItsOwn(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		s, err := StartServer(Policy{Backend: b, Workspace: t.TempDir()}, []string{"sh", "-c", "read x; exit 3"}, nil)
+		s, err := StartServer(Confinement{Backend: b, Workspace: t.TempDir()}, []string{"sh", "-c", "read x; exit 3"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,13 +147,13 @@ func TestStartServerErrors(t *testing.T) {
 	requireBackend(t, BackendBwrap)
 	for _, tc := range []struct {
 		name string
-		p    Policy
+		p    Confinement
 		argv []string
 	}{
-		{"empty command", Policy{Workspace: t.TempDir()}, nil},
-		{"no workspace", Policy{}, []string{"true"}},
-		{"not found", Policy{Workspace: t.TempDir()}, []string{"no-such-program-armory"}},
-		{"NUL", Policy{Workspace: t.TempDir()}, []string{"echo", "a\x00b"}},
+		{"empty command", Confinement{Workspace: t.TempDir()}, nil},
+		{"no workspace", Confinement{}, []string{"true"}},
+		{"not found", Confinement{Workspace: t.TempDir()}, []string{"no-such-program-armory"}},
+		{"NUL", Confinement{Workspace: t.TempDir()}, []string{"echo", "a\x00b"}},
 	} {
 		if s, err := StartServer(tc.p, tc.argv, nil); err == nil {
 			s.Stop()

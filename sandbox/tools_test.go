@@ -46,7 +46,7 @@ func TestLineProgress(t *testing.T) {
 func TestStdoutTee(t *testing.T) {
 	forEach(t, []Backend{BackendBwrap, BackendNone}, func(t *testing.T, b Backend) {
 		var tee countWriter
-		out := run(t, Policy{Backend: b, Workspace: ws(t), MaxOutput: 100, StdoutTee: &tee}, nil, "head", "-c", "3000000", "/dev/zero")
+		out := run(t, Confinement{Backend: b, Workspace: ws(t), MaxOutput: 100, StdoutTee: &tee}, nil, "head", "-c", "3000000", "/dev/zero")
 		if tee.n != 3000000 || out.StdoutTotal != 3000000 || len(out.Stdout) > 100+40 {
 			t.Errorf("tee %d, total %d, kept %d", tee.n, out.StdoutTotal, len(out.Stdout))
 		}

@@ -23,8 +23,8 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -112,7 +112,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hopts := host.Options{Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
+	hopts := roster.Options{Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
 	if cfg.upstream != "" || cfg.echoCommand != "" {
 		set, err := upstream.Start(context.Background(), w, upstream.Options{Pins: st})
 		if err != nil {
@@ -124,7 +124,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		b.Cleanup(func() { set.Close() })
 		hopts = set.HostOptions(hopts)
 	}
-	h, err := host.Open(dir, hopts)
+	h, err := roster.Open(dir, hopts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		b.Fatal(err)
 	}
 	cfg.opts.Addr = ln.Addr().String()
-	gopts := guard.Options{Store: st}
+	gopts := pipeline.Options{Store: st}
 	if !cfg.noFileSink {
 		// As armory serve: the JSONL trail in <world>/.armory/audit, a copy
 		// of the store's.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // httpStatuses is the one table of the HTTP surface: the status of an
@@ -43,7 +43,7 @@ func httpStatus(k armory.Kind) int {
 // else the status of the outcome's kind (202 pending, 403 blocked or
 // denied, 400 invalid arguments, 404 unknown tool, 504 timeout, 502 a tool
 // failure, …). The body is the outcome either way.
-func callStatus(o guard.Outcome) int {
+func callStatus(o pipeline.Outcome) int {
 	if o.Status == audit.StatusSuccess {
 		return http.StatusOK
 	}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // TestHTTPStatusEveryKind: the HTTP table has a row for every kind (a new
@@ -30,14 +30,14 @@ func TestHTTPStatusEveryKind(t *testing.T) {
 		}
 		// An outcome of the kind answers with the kind's status; a success
 		// with 200 whatever its kind field.
-		if s := callStatus(guard.Outcome{Status: audit.StatusError, Kind: k}); s != got {
+		if s := callStatus(pipeline.Outcome{Status: audit.StatusError, Kind: k}); s != got {
 			t.Errorf("outcome of kind %s: %d, want %d", k, s, got)
 		}
 	}
 	if len(httpStatuses) != len(armory.Kinds()) {
 		t.Errorf("the table has %d rows for %d kinds", len(httpStatuses), len(armory.Kinds()))
 	}
-	if callStatus(guard.Outcome{Status: audit.StatusSuccess}) != http.StatusOK {
+	if callStatus(pipeline.Outcome{Status: audit.StatusSuccess}) != http.StatusOK {
 		t.Error("a success is not 200")
 	}
 }

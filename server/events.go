@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // hub fans the pipeline's events out to event-stream clients. publish never
@@ -50,7 +50,7 @@ func (h *hub) unsubscribe(sub *subscriber) {
 
 // publish sends e to every subscriber. With none it costs no encoding (the
 // common case: every tool call publishes events).
-func (h *hub) publish(e guard.Event) {
+func (h *hub) publish(e pipeline.Event) {
 	if h.count() == 0 {
 		return
 	}

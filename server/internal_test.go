@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 func TestHubDropsSlowSubscriber(t *testing.T) {
@@ -14,7 +14,7 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 	slow, _ := h.subscribe()
 	fast, _ := h.subscribe()
 	for i := range 5 {
-		h.publish(guard.Event{Kind: guard.EventCallFinished, Message: fmt.Sprint(i)}) // never blocks
+		h.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Message: fmt.Sprint(i)}) // never blocks
 		<-fast.ch
 	}
 	select {
@@ -44,7 +44,7 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 	if _, ok := h.subscribe(); ok {
 		t.Fatal("subscribed after close")
 	}
-	h.publish(guard.Event{Kind: "x"}) // no subscribers, no panic
+	h.publish(pipeline.Event{Kind: "x"}) // no subscribers, no panic
 }
 
 func TestHostPolicy(t *testing.T) {

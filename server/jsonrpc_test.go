@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
 )
 
@@ -397,7 +397,7 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 		s, b, h := p.post("tools/call", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"workspace.delete","arguments":{"path":"x"}}}`)
 		first <- answer{s, b, h}
 	}()
-	req := ev.waitFor(t, kind(guard.EventApprovalRequested))
+	req := ev.waitFor(t, kind(pipeline.EventApprovalRequested))
 	s, b, h := p.post("prompts/list", `{"jsonrpc":"2.0","id":1.5,"method":"prompts/list"}`)
 	if r := rpcReplies(t, b, h); s != 200 || len(r) != 1 || r[0].Error != nil || string(r[0].ID) != "1.5" {
 		t.Errorf("id 1.5 while 1 is pending: %d %q", s, b)
@@ -410,7 +410,7 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 		t.Errorf("id 1: %d %q", a.status, a.body)
 	}
 
-	ev.waitFor(t, func(x guard.Event) bool { return x.Kind == guard.EventCallFinished && x.Status == "denied" })
+	ev.waitFor(t, func(x pipeline.Event) bool { return x.Kind == pipeline.EventCallFinished && x.Status == "denied" })
 
 	// A request with id 1.5 (another path: calling again with the denied
 	// call's arguments would answer with that denial) is cancelled by
@@ -439,8 +439,8 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 		}
 		streamed <- line
 	}()
-	ev.waitFor(t, func(x guard.Event) bool {
-		return x.Kind == guard.EventApprovalRequested && x.ApprovalID != req.ApprovalID
+	ev.waitFor(t, func(x pipeline.Event) bool {
+		return x.Kind == pipeline.EventApprovalRequested && x.ApprovalID != req.ApprovalID
 	})
 	if line := <-streamed; !strings.Contains(line, `"method":"notifications/progress"`) || !strings.Contains(line, `"progressToken":9007199254740993`) {
 		t.Errorf("the first event of the stream: %q", line)
@@ -450,5 +450,5 @@ func TestJSONRPCPendingIDs(t *testing.T) {
 	}
 	// The server stopped waiting (long before the 10-minute approval
 	// wait): the call ended pending.
-	ev.waitFor(t, func(x guard.Event) bool { return x.Kind == guard.EventCallFinished && x.Status == "pending" })
+	ev.waitFor(t, func(x pipeline.Event) bool { return x.Kind == pipeline.EventCallFinished && x.Status == "pending" })
 }

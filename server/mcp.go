@@ -14,9 +14,9 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
+	"github.com/armory-dev/armory/roster"
 )
 
 // SessionHeader names the session of a call when the MCP transport has no
@@ -99,7 +99,7 @@ func sessionlessRequest(r *http.Request) bool {
 	return r.Method == http.MethodPost && len(v) == len(sessionlessProtocol) && v >= sessionlessProtocol
 }
 
-func (s *Server) newMCPServer(ag *host.Agent) (*mcp.Server, error) {
+func (s *Server) newMCPServer(ag *roster.Agent) (*mcp.Server, error) {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "armory", Title: "Armory tools of agent " + ag.ID, Version: Version},
 		&mcp.ServerOptions{
 			Instructions: s.instructions(ag),
@@ -169,7 +169,7 @@ func (s *Server) addMCPTool(srv *mcp.Server, agent string, t registry.MCPTool) e
 // looks for in the trail. A call the pipeline resolves and runs is an
 // ordinary result; a refusal stays the protocol error the MCP spec asks for,
 // carrying the pipeline's reason (what the model can do) and the call id.
-func (s *Server) unlistedToolCalls(ag *host.Agent) mcp.Middleware {
+func (s *Server) unlistedToolCalls(ag *roster.Agent) mcp.Middleware {
 	handle := s.toolHandler(ag.ID, false)
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
@@ -244,9 +244,9 @@ func callResultText(res *mcp.CallToolResult) string {
 
 // instructions are the toolkit policy texts that apply to the agent's
 // tools (seajelly toolkits: policy text only when its tools are available).
-func (s *Server) instructions(ag *host.Agent) string {
+func (s *Server) instructions(ag *roster.Agent) string {
 	var b strings.Builder
-	for _, p := range s.h.Policies() {
+	for _, p := range s.h.ToolkitPrompts() {
 		if strings.TrimSpace(p.Text) == "" {
 			continue
 		}
@@ -276,7 +276,7 @@ func (s *Server) MCPServer(id string) (*mcp.Server, error) {
 // empty name is the agent's default session.
 func ScopeSession(agent, name string) string {
 	if name == "" {
-		return guard.DefaultSession(agent)
+		return pipeline.DefaultSession(agent)
 	}
 	if strings.HasPrefix(name, agent+":") {
 		return name
@@ -303,7 +303,7 @@ func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler
 		if m := req.Params.Meta; name == "" && m != nil {
 			name, _ = m[MetaSession].(string)
 		}
-		c := guard.Call{
+		c := pipeline.Call{
 			Agent:   agent,
 			Tool:    req.Params.Name,
 			Args:    req.Params.Arguments,
@@ -335,7 +335,7 @@ func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler
 // content; for a success, the tool's value as structured content when the
 // tool declares an output schema; for anything else isError, with the whole
 // outcome as structured content.
-func outcomeResult(o guard.Outcome, hasOutputSchema bool) *mcp.CallToolResult {
+func outcomeResult(o pipeline.Outcome, hasOutputSchema bool) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: o.Result}},
 		Meta: mcp.Meta{MetaOutcome: map[string]any{

@@ -13,8 +13,8 @@ import (
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/postgres"
@@ -25,11 +25,11 @@ import (
 // shares its database with another server's).
 func serveOn(t *testing.T, dir string, st store.Store) *env {
 	t.Helper()
-	h, err := host.Open(dir, host.Options{})
+	h, err := roster.Open(dir, roster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveHost(t, h, guard.Options{Store: st}, server.Options{})
+	return serveHost(t, h, pipeline.Options{Store: st}, server.Options{})
 }
 
 type restOutcome struct {

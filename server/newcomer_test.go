@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 )
@@ -49,14 +49,14 @@ func TestToolsOneViewREST_MCP(t *testing.T) {
 	}
 
 	status, body, _ = e.do("GET", "/api/agents/warden/tools?long=1", tok, "")
-	var long []host.ToolInfo
+	var long []roster.ToolInfo
 	if status != 200 || json.Unmarshal([]byte(body), &long) != nil || len(long) != len(want) {
 		t.Fatalf("long: %d %s", status, body)
 	}
-	if d := long[0]; d.Name != "approval.decide" || d.Source != host.SourcePipeline || d.Danger.String() != "cautious" || d.Permission.String() != "auto" || len(d.Capabilities) != 1 {
+	if d := long[0]; d.Name != "approval.decide" || d.Source != roster.SourcePipeline || d.Danger.String() != "cautious" || d.Permission.String() != "auto" || len(d.Capabilities) != 1 {
 		t.Errorf("long approval.decide = %+v", d)
 	}
-	if d := long[3]; d.Name != "workspace.read" || d.Source != host.SourceBuiltin || d.Danger.String() != "cautious" {
+	if d := long[3]; d.Name != "workspace.read" || d.Source != roster.SourceBuiltin || d.Danger.String() != "cautious" {
 		t.Errorf("long workspace.read = %+v", d)
 	}
 	if status, _, _ := e.do("GET", "/api/agents/warden/tools?long=yes", tok, ""); status != 400 {
@@ -68,7 +68,7 @@ func TestToolsOneViewREST_MCP(t *testing.T) {
 	if status != 200 || json.Unmarshal([]byte(body), &long) != nil {
 		t.Fatalf("architect long: %d %s", status, body)
 	}
-	got := map[string]host.ToolInfo{}
+	got := map[string]roster.ToolInfo{}
 	for _, x := range long {
 		got[x.Name] = x
 	}
@@ -102,7 +102,7 @@ func TestProviderNameRESTAndMCP(t *testing.T) {
 	tok := e.token("architect")
 	// workspace__write is the OpenAI/Anthropic name of workspace.write.
 	status, body, _ := e.do("POST", "/api/agents/architect/calls", tok, `{"tool":"workspace__write","args":{"path":"p.txt","content":"hi"}}`)
-	var o guard.Outcome
+	var o pipeline.Outcome
 	if status != 200 || json.Unmarshal([]byte(body), &o) != nil || o.Status != "success" || !slices.Contains(o.Reasons, `lookup: "workspace__write" is the provider name of workspace.write`) {
 		t.Fatalf("REST call by provider name: %d %s", status, body)
 	}

@@ -28,9 +28,9 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/builtin/workspace"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store/sqlite"
 )
@@ -188,7 +188,7 @@ func conformanceTools() []armory.Tool {
 // (SEP-2575, notifications/tools/list_changed on subscriptions/listen): it
 // registers a tool in the calling agent's registry, or removes it again —
 // what a skill does at run time.
-type triggerToolChange struct{ h *host.Host }
+type triggerToolChange struct{ h *roster.Roster }
 
 func (t *triggerToolChange) Spec() armory.Spec {
 	return armory.Spec{Name: "test_trigger_tool_change", Description: "Add or remove a tool of this agent", InputSchema: json.RawMessage(noArgs)}
@@ -274,7 +274,7 @@ func (p peers) run(t *testing.T, timeout time.Duration, script string, args ...s
 // the conformance fixtures.
 type peerWorld struct {
 	url          string
-	h            *host.Host
+	h            *roster.Roster
 	peer, other  string // agent tokens
 	workspaceDir string // peer's workspace
 }
@@ -287,7 +287,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 	}
 	trigger := &triggerToolChange{}
 	tools := append([]armory.Tool{&workspace.Read{}, &workspace.List{}, &workspace.Search{}, trigger}, conformanceTools()...)
-	h, err := host.Open(dir, host.Options{Builtins: tools})
+	h, err := roster.Open(dir, roster.Options{Builtins: tools})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(h, guard.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
+	srv, err := server.New(h, pipeline.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}

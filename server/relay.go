@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // eventBus is a store that passes events between the processes sharing
@@ -20,8 +20,8 @@ type eventBus interface {
 // relayed is an event as it travels between replicas; Origin names the
 // replica that published it, so that a replica skips its own.
 type relayed struct {
-	Origin string      `json:"origin"`
-	Event  guard.Event `json:"event"`
+	Origin string         `json:"origin"`
+	Event  pipeline.Event `json:"event"`
 }
 
 // maxRelayedMessage bounds an event's message as it travels (the bus
@@ -42,7 +42,7 @@ func (s *Server) startRelay() {
 }
 
 // relay sends e, published here, to the other replicas.
-func (s *Server) relay(e guard.Event) {
+func (s *Server) relay(e pipeline.Event) {
 	if s.bus == nil {
 		return
 	}

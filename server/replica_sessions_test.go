@@ -12,9 +12,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store/postgres"
 )
@@ -31,7 +31,7 @@ type replica struct {
 
 func startReplica(t *testing.T, worldDir, dsn string) *replica {
 	t.Helper()
-	h, err := host.Open(worldDir, host.Options{})
+	h, err := roster.Open(worldDir, roster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func startReplica(t *testing.T, worldDir, dsn string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := serveHost(t, h, guard.Options{Store: st}, server.Options{})
+	e := serveHost(t, h, pipeline.Options{Store: st}, server.Options{})
 	var once sync.Once
 	stop := func() { once.Do(func() { e.stop(); st.Close() }) }
 	t.Cleanup(stop)

@@ -11,8 +11,8 @@ import (
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store/postgres"
 )
@@ -22,7 +22,7 @@ import (
 // on the shared JSONL folder.
 func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 	t.Helper()
-	h, err := host.Open(dir, host.Options{})
+	h, err := roster.Open(dir, roster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 	}
 	fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
 	t.Cleanup(func() { fol.Close(context.Background()); st.Close() }) // registered first: runs after the server stops
-	return serveHost(t, h, guard.Options{Store: st, AfterAudit: fol.Committed}, server.Options{}), fol
+	return serveHost(t, h, pipeline.Options{Store: st, AfterAudit: fol.Committed}, server.Options{}), fol
 }
 
 // Two replicas on one Postgres database and one world folder are one
@@ -56,26 +56,26 @@ func TestReplicasShareEventsAndTrail(t *testing.T) {
 	evA, evB := a.events(admin), b.events(admin)
 
 	status, body, _ := a.do("POST", "/api/agents/architect/calls", admin, `{"tool":"workspace.delete","args":{"path":"x"}}`)
-	var o guard.Outcome
+	var o pipeline.Outcome
 	if status != 202 || json.Unmarshal([]byte(body), &o) != nil || o.ApprovalID == "" {
 		t.Fatalf("call through A: %d %s", status, body)
 	}
 	id := o.ApprovalID
-	got := evB.waitFor(t, func(e guard.Event) bool { return e.Kind == guard.EventApprovalRequested && e.ApprovalID == id })
+	got := evB.waitFor(t, func(e pipeline.Event) bool { return e.Kind == pipeline.EventApprovalRequested && e.ApprovalID == id })
 	if got.Agent != "architect" || got.Tool != "workspace.delete" {
 		t.Fatalf("B's event: %+v", got)
 	}
 	if status, body, _ := b.do("POST", "/api/approvals/"+id+"/deny", admin, `{"reason":"no"}`); status != 200 {
 		t.Fatalf("deny through B: %d %s", status, body)
 	}
-	evA.waitFor(t, func(e guard.Event) bool { return e.Kind == guard.EventApprovalDecided && e.ApprovalID == id })
+	evA.waitFor(t, func(e pipeline.Event) bool { return e.Kind == pipeline.EventApprovalDecided && e.ApprovalID == id })
 	// A's own request came back over the bus before B's decision did (one
 	// database, notifications in commit order); it was not streamed twice.
 	for name, ev := range map[string]*sse{"A": evA, "B": evB} {
 		n := 0
 		ev.mu.Lock()
 		for _, e := range ev.events {
-			if e.Kind == guard.EventApprovalRequested && e.ApprovalID == id {
+			if e.Kind == pipeline.EventApprovalRequested && e.ApprovalID == id {
 				n++
 			}
 		}
@@ -84,7 +84,7 @@ func TestReplicasShareEventsAndTrail(t *testing.T) {
 			t.Errorf("%s streamed the approval request %d times", name, n)
 		}
 	}
-	evB.waitFor(t, func(e guard.Event) bool { return e.Kind == guard.EventApprovalDecided && e.ApprovalID == id })
+	evB.waitFor(t, func(e pipeline.Event) bool { return e.Kind == pipeline.EventApprovalDecided && e.ApprovalID == id })
 
 	// Calls through both replicas at once; one of them writes the trail.
 	var wg sync.WaitGroup
@@ -95,7 +95,7 @@ func TestReplicasShareEventsAndTrail(t *testing.T) {
 		wg.Go(func() {
 			for i := range 25 {
 				status, body, _ := r.do("POST", "/api/agents/architect/calls", admin, fmt.Sprintf(`{"tool":"workspace.write","args":{"path":"c%d/%d","content":"x"}}`, c, i))
-				var o guard.Outcome
+				var o pipeline.Outcome
 				if status != 200 || json.Unmarshal([]byte(body), &o) != nil || o.Status != audit.StatusSuccess {
 					t.Errorf("call: %d %s", status, body)
 					return

@@ -14,7 +14,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/store"
 )
@@ -87,7 +87,7 @@ type ToolEntry struct {
 
 // handleTools answers the agent's tools as [{name, description}], or with
 // ?long=1 (or true) each tool's danger, capabilities, permission level for
-// the agent and source (host.ToolInfo).
+// the agent and source (roster.ToolInfo).
 func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	ag, _ := s.h.Agent(r.PathValue("id")) // agentScoped checked it
 	switch v := r.URL.Query().Get("long"); v {
@@ -152,11 +152,11 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 		wait = d
 	}
 	agent := r.PathValue("id")
-	c := guard.Call{
+	c := pipeline.Call{
 		Agent: agent, Tool: req.Tool, Args: req.Args, Session: ScopeSession(agent, req.Session),
 		Task: req.Task, Justification: req.Justification, Resume: req.Resume, Wait: wait,
 	}
-	if c.Session == guard.DefaultSession(agent) && req.Session == "" {
+	if c.Session == pipeline.DefaultSession(agent) && req.Session == "" {
 		if h := r.Header.Get(SessionHeader); h != "" {
 			c.Session = ScopeSession(agent, h)
 		}
@@ -189,7 +189,7 @@ func (s *Server) handleApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 // decide records a human decision (decided_by "human") through the
-// pipeline's one decision path (guard.Pipeline.Decide), which audits and
+// pipeline's one decision path (pipeline.Pipeline.Decide), which audits and
 // publishes it.
 func (s *Server) decide(status store.ApprovalStatus) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -202,7 +202,7 @@ func (s *Server) decide(status store.ApprovalStatus) http.HandlerFunc {
 				return
 			}
 		}
-		a, err := s.p.Decide(r.Context(), guard.Decision{ID: r.PathValue("id"), Status: status, Reason: body.Reason, Via: guard.ViaREST})
+		a, err := s.p.Decide(r.Context(), pipeline.Decision{ID: r.PathValue("id"), Status: status, Reason: body.Reason, Via: pipeline.ViaREST})
 		if err != nil {
 			s.writeError(w, r, err)
 			return

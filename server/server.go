@@ -4,7 +4,7 @@
 // and Prometheus metrics.
 //
 // The server decides nothing about tools: every tool call, from MCP and
-// from REST, goes through guard.Pipeline.Execute, the one enforcement path.
+// from REST, goes through pipeline.Pipeline.Execute, the one enforcement path.
 // What the server adds is transport safety (Host and Origin checks against
 // DNS rebinding, body and time limits), authentication (bearer tokens,
 // scoped to one agent or admin) and one error model: a JSON body
@@ -25,8 +25,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -132,8 +132,8 @@ func (o *Options) defaults() {
 
 // Server serves one host's agents. It is safe for concurrent use.
 type Server struct {
-	p    *guard.Pipeline
-	h    *host.Host
+	p    *pipeline.Pipeline
+	h    *roster.Roster
 	st   store.Store
 	opts Options
 
@@ -157,9 +157,9 @@ type Server struct {
 
 // New builds the pipeline for h from gopts (whose Store is required) with
 // the server's event hook chained before gopts.OnEvent, and the server
-// around it. Errors: those of guard.New; KindInvalid for a tool whose input
+// around it. Errors: those of pipeline.New; KindInvalid for a tool whose input
 // schema is not an object schema (MCP requires one) or a bad Addr.
-func New(h *host.Host, gopts guard.Options, opts Options) (*Server, error) {
+func New(h *roster.Roster, gopts pipeline.Options, opts Options) (*Server, error) {
 	opts.defaults()
 	s := &Server{h: h, st: gopts.Store, opts: opts}
 	s.events = newHub(opts.EventBuffer)
@@ -169,13 +169,13 @@ func New(h *host.Host, gopts guard.Options, opts Options) (*Server, error) {
 	}
 	s.metrics = newMetrics(gopts.Store)
 	prev := gopts.OnEvent
-	gopts.OnEvent = func(e guard.Event) {
+	gopts.OnEvent = func(e pipeline.Event) {
 		s.onEvent(e)
 		if prev != nil {
 			prev(e)
 		}
 	}
-	p, err := guard.New(h, gopts)
+	p, err := pipeline.New(h, gopts)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (s *Server) Close() {
 }
 
 // Pipeline returns the server's pipeline.
-func (s *Server) Pipeline() *guard.Pipeline { return s.p }
+func (s *Server) Pipeline() *pipeline.Pipeline { return s.p }
 
 // Handler returns the server's HTTP handler (every route, with the Host,
 // Origin and body checks).
@@ -289,7 +289,7 @@ func (t *tracker) wait(d time.Duration) bool {
 
 // execute runs c through the pipeline (the only way the server runs a
 // tool), records metrics and publishes call_finished.
-func (s *Server) execute(ctx context.Context, c guard.Call) guard.Outcome {
+func (s *Server) execute(ctx context.Context, c pipeline.Call) pipeline.Outcome {
 	s.calls.begin()
 	defer s.calls.end()
 	start := time.Now()
@@ -300,14 +300,14 @@ func (s *Server) execute(ctx context.Context, c guard.Call) guard.Outcome {
 		known = ag.Registry.Has(tool)
 	}
 	s.metrics.observe(known, tool, string(o.Status), time.Since(start))
-	s.publish(guard.Event{Kind: guard.EventCallFinished, Time: time.Now(), Agent: c.Agent, Session: c.Session, Tool: tool,
+	s.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Time: time.Now(), Agent: c.Agent, Session: c.Session, Tool: tool,
 		ApprovalID: o.ApprovalID, Status: string(o.Status), Message: "call " + o.CallID})
 	return o
 }
 
 // onEvent receives the pipeline's events.
-func (s *Server) onEvent(e guard.Event) {
-	if e.Kind == guard.EventLimitReached {
+func (s *Server) onEvent(e pipeline.Event) {
+	if e.Kind == pipeline.EventLimitReached {
 		s.metrics.limits.Inc()
 	}
 	s.publish(e)
@@ -315,7 +315,7 @@ func (s *Server) onEvent(e guard.Event) {
 
 // publish streams e to this replica's event clients and relays it to the
 // other replicas sharing the store.
-func (s *Server) publish(e guard.Event) {
+func (s *Server) publish(e pipeline.Event) {
 	s.events.publish(e)
 	s.relay(e)
 }

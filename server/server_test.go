@@ -23,9 +23,9 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -35,7 +35,7 @@ import (
 // SQLite store.
 type env struct {
 	t     *testing.T
-	h     *host.Host
+	h     *roster.Roster
 	st    store.Store
 	srv   *server.Server
 	url   string
@@ -46,7 +46,7 @@ type env struct {
 
 // serveHost serves h with the pipeline options gopts on a loopback port
 // until t ends (or e.stop); the store in gopts is the caller's to close.
-func serveHost(t *testing.T, h *host.Host, gopts guard.Options, opts server.Options) *env {
+func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts server.Options) *env {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -76,7 +76,7 @@ func start(t *testing.T, opts server.Options) *env {
 	if err := example.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.Open(dir, host.Options{})
+	h, err := roster.Open(dir, roster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func start(t *testing.T, opts server.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() }) // registered first: runs after the server stops
-	e := serveHost(t, h, guard.Options{Store: st}, opts)
+	e := serveHost(t, h, pipeline.Options{Store: st}, opts)
 	admin, err := server.EnsureAdminToken(context.Background(), st)
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)
@@ -191,7 +191,7 @@ func ctx30(t *testing.T) context.Context {
 	return ctx
 }
 
-func regNames(t *testing.T, h *host.Host, id string) []string {
+func regNames(t *testing.T, h *roster.Roster, id string) []string {
 	ag, err := h.Agent(id)
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +441,7 @@ func TestBodyLimit(t *testing.T) {
 // sse reads events from /api/events in the background.
 type sse struct {
 	mu     sync.Mutex
-	events []guard.Event
+	events []pipeline.Event
 	cancel func()
 	done   chan struct{}
 }
@@ -465,7 +465,7 @@ func (e *env) events(token string) *sse {
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var ev guard.Event
+				var ev pipeline.Event
 				if json.Unmarshal([]byte(data), &ev) == nil {
 					s.mu.Lock()
 					s.events = append(s.events, ev)
@@ -479,7 +479,7 @@ func (e *env) events(token string) *sse {
 }
 
 // waitFor waits (bounded) for an event that matches.
-func (s *sse) waitFor(t *testing.T, match func(guard.Event) bool) guard.Event {
+func (s *sse) waitFor(t *testing.T, match func(pipeline.Event) bool) pipeline.Event {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		s.mu.Lock()
@@ -492,10 +492,12 @@ func (s *sse) waitFor(t *testing.T, match func(guard.Event) bool) guard.Event {
 		s.mu.Unlock()
 	}
 	t.Fatal("no such event arrived")
-	return guard.Event{}
+	return pipeline.Event{}
 }
 
-func kind(k string) func(guard.Event) bool { return func(e guard.Event) bool { return e.Kind == k } }
+func kind(k string) func(pipeline.Event) bool {
+	return func(e pipeline.Event) bool { return e.Kind == k }
+}
 
 func TestMCPApprovalWhileClientWaits(t *testing.T) {
 	e := start(t, server.Options{ApprovalWait: 10 * time.Minute})
@@ -517,7 +519,7 @@ func TestMCPApprovalWhileClientWaits(t *testing.T) {
 	// A human approves through REST while the MCP client waits.
 	approved := make(chan string, 1)
 	go func() {
-		req := ev.waitFor(t, kind(guard.EventApprovalRequested))
+		req := ev.waitFor(t, kind(pipeline.EventApprovalRequested))
 		status, body, _ := e.do("GET", "/api/approvals", e.admin, "")
 		if status != 200 || !strings.Contains(body, req.ApprovalID) {
 			t.Errorf("approvals: %d %s", status, body)
@@ -543,11 +545,11 @@ func TestMCPApprovalWhileClientWaits(t *testing.T) {
 		t.Errorf("progress: %q", progress)
 	}
 	mu.Unlock()
-	ev.waitFor(t, func(x guard.Event) bool {
-		return x.Kind == guard.EventApprovalDecided && x.ApprovalID == id && x.Status == "approved"
+	ev.waitFor(t, func(x pipeline.Event) bool {
+		return x.Kind == pipeline.EventApprovalDecided && x.ApprovalID == id && x.Status == "approved"
 	})
-	ev.waitFor(t, func(x guard.Event) bool {
-		return x.Kind == guard.EventCallFinished && x.Tool == "workspace.delete" && x.Status == "success"
+	ev.waitFor(t, func(x pipeline.Event) bool {
+		return x.Kind == pipeline.EventCallFinished && x.Tool == "workspace.delete" && x.Status == "success"
 	})
 	// Deciding again is a conflict naming who decided; an unknown approval is not found.
 	if s, b, _ := e.do("POST", "/api/approvals/"+id+"/deny", e.admin, ""); s != 409 || kindOf(t, b) != "conflict" ||
@@ -562,7 +564,7 @@ func TestMCPApprovalWhileClientWaits(t *testing.T) {
 
 	// A denied call is an isError result.
 	go func() {
-		req := ev.waitFor(t, func(x guard.Event) bool { return x.Kind == guard.EventApprovalRequested && x.ApprovalID != id })
+		req := ev.waitFor(t, func(x pipeline.Event) bool { return x.Kind == pipeline.EventApprovalRequested && x.ApprovalID != id })
 		e.do("POST", "/api/approvals/"+req.ApprovalID+"/deny", e.admin, `{"reason":"keep it"}`)
 	}()
 	e.do("POST", "/api/agents/architect/calls", e.admin, `{"tool":"workspace.write","args":{"path":"y","content":"y"}}`)
@@ -582,14 +584,14 @@ func TestMCPCancelledCall(t *testing.T) {
 		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "workspace.delete", Arguments: map[string]any{"path": "x"}})
 		errc <- err
 	}()
-	ev.waitFor(t, kind(guard.EventApprovalRequested))
+	ev.waitFor(t, kind(pipeline.EventApprovalRequested))
 	cancel()
 	if err := <-errc; err == nil {
 		t.Fatal("a cancelled call returned no error")
 	}
 	// The server stopped waiting (long before the 10-minute approval wait)
 	// and the call ended pending.
-	fin := ev.waitFor(t, kind(guard.EventCallFinished))
+	fin := ev.waitFor(t, kind(pipeline.EventCallFinished))
 	if fin.Status != "pending" || fin.Tool != "workspace.delete" {
 		t.Fatalf("finished: %+v", fin)
 	}
@@ -774,7 +776,7 @@ func TestGracefulShutdownDrainsCalls(t *testing.T) {
 		s, b, _ := e.do("POST", "/api/agents/architect/calls", e.admin, `{"tool":"workspace.delete","args":{"path":"x"},"wait":"10m"}`)
 		got <- res{s, b}
 	}()
-	ev.waitFor(t, kind(guard.EventApprovalRequested))
+	ev.waitFor(t, kind(pipeline.EventApprovalRequested))
 	if err := e.stop(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -254,9 +254,9 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 		caps := ""
 		if name := r.Header.Get(SessionHeader); name != "" {
 			caps = ScopeSession(own.agent, name)
-			if len(caps) > guard.MaxSessionBytes || !utf8.ValidString(caps) {
+			if len(caps) > pipeline.MaxSessionBytes || !utf8.ValidString(caps) {
 				s.writeRPCError(w, r, http.StatusBadRequest, codeInvalidRequest, armory.E("mcp", armory.KindInvalid,
-					fmt.Sprintf("the %s header must name a session in at most %d bytes of UTF-8 (agent prefix included)", SessionHeader, guard.MaxSessionBytes)))
+					fmt.Sprintf("the %s header must name a session in at most %d bytes of UTF-8 (agent prefix included)", SessionHeader, pipeline.MaxSessionBytes)))
 				return
 			}
 		}
@@ -348,7 +348,7 @@ func (s *Server) recordProbe(r *http.Request, own sessionOwner, ms *mcpSession, 
 	s.opts.Logger.Warn("refused a request naming another client's MCP session", "agent", own.agent, "token", own.token, "session", ref, "method", r.Method)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	err := s.p.RecordProbe(ctx, guard.Probe{
+	err := s.p.RecordProbe(ctx, pipeline.Probe{
 		Agent: own.agent, Session: ScopeSession(own.agent, ref), What: "mcp.session", Stage: "session",
 		Reasons: []string{fmt.Sprintf("token %s on agent %s sent %s with MCP session %s, which token %s opened on agent %s",
 			own.token, own.agent, r.Method, ref, ms.owner.token, ms.owner.agent)},

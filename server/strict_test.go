@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 )
@@ -62,7 +62,7 @@ func TestRESTRefusesWhatItCannotParse(t *testing.T) {
 	// in an answer about the architect.
 	secret := ""
 	for _, agent := range []string{"architect", "reviewer"} {
-		o := e.srv.Pipeline().Execute(ctx, guard.Call{Agent: agent, Tool: "workspace.list", Args: json.RawMessage(`{}`)})
+		o := e.srv.Pipeline().Execute(ctx, pipeline.Call{Agent: agent, Tool: "workspace.list", Args: json.RawMessage(`{}`)})
 		if o.CallID == "" || agent == "architect" && o.Status != audit.StatusSuccess {
 			t.Fatalf("%s: %+v", agent, o)
 		}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -93,7 +93,7 @@ func TestTokenCacheBound(t *testing.T) {
 // events every call publishes are not encoded.
 func TestHubPublishWithoutSubscribersIsFree(t *testing.T) {
 	h := newHub(4)
-	e := guard.Event{Kind: guard.EventCallFinished, Agent: "dev", Message: "call x"}
+	e := pipeline.Event{Kind: pipeline.EventCallFinished, Agent: "dev", Message: "call x"}
 	if n := testing.AllocsPerRun(100, func() { h.publish(e) }); n != 0 {
 		t.Fatalf("publish with no subscribers: %v allocations, want 0", n)
 	}

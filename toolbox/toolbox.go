@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/compact"
 	"github.com/armory-dev/armory/sandbox"
-	"github.com/armory-dev/armory/toolbox/compact"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -320,8 +320,8 @@ type RunSpec struct {
 	Progress func(msg string)
 }
 
-// Outcome is what a run produced.
-type Outcome struct {
+// Report is what a run produced.
+type Report struct {
 	ExitCode int
 	// Stdout and Stderr are the kept bytes, followed by the sandbox's
 	// "\n(N bytes, truncated)" marker (N dropped bytes) when cut.
@@ -348,7 +348,7 @@ type Outcome struct {
 // whole process tree killed at the timeout or when ctx ends. Output beyond
 // MaxOutput per stream is drained and counted, not kept. It never returns
 // before every process of the run is gone. Safe for concurrent use.
-func Run(ctx context.Context, spec RunSpec) Outcome {
+func Run(ctx context.Context, spec RunSpec) Report {
 	if spec.Timeout <= 0 {
 		spec.Timeout = world.DefaultToolTimeout
 	}
@@ -363,10 +363,10 @@ func Run(ctx context.Context, spec RunSpec) Outcome {
 			err = fmt.Errorf("%s is not an executable file", spec.Binary)
 		}
 		if err != nil {
-			return Outcome{StartErr: err, ExitCode: -1}
+			return Report{StartErr: err, ExitCode: -1}
 		}
 	}
-	p := sandbox.Policy{
+	p := sandbox.Confinement{
 		Backend:   sandbox.Backend(spec.Sandbox.Backend),
 		Workspace: spec.Workspace,
 		Dir:       spec.Dir,
@@ -383,9 +383,9 @@ func Run(ctx context.Context, spec RunSpec) Outcome {
 	out, err := sandbox.Run(ctx, p, append([]string{spec.Binary}, spec.Args...), progress)
 	flush()
 	if err != nil {
-		return Outcome{StartErr: err, ExitCode: -1}
+		return Report{StartErr: err, ExitCode: -1}
 	}
-	return Outcome{
+	return Report{
 		ExitCode: out.ExitCode, Stdout: out.Stdout, Stderr: out.Stderr,
 		StdoutTotal: out.StdoutTotal, StderrTotal: out.StderrTotal,
 		TimedOut: out.TimedOut, Killed: out.Killed, KillReason: out.KillReason, Signal: out.Signal,
@@ -397,7 +397,7 @@ func Run(ctx context.Context, spec RunSpec) Outcome {
 // Result turns an outcome into the tool result a model reads: stdout, a
 // "[stderr]" section, and a status line when the run failed. Value holds
 // exit_code, duration_ms, backend, timed_out and truncated.
-func (o Outcome) Result(tool string) armory.Result {
+func (o Report) Result(tool string) armory.Result {
 	if o.StartErr != nil {
 		kind := armory.KindUnavailable
 		if errors.Is(o.StartErr, sandbox.ErrPolicy) {

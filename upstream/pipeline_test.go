@@ -15,8 +15,8 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/upstream"
@@ -167,13 +167,13 @@ func TestRealUpstreamsThroughThePipeline(t *testing.T) {
 		t.Fatal("public upstream tool not visible to bob")
 	}
 
-	p, err := guard.New(h, guard.Options{Store: st, PollInterval: 20 * time.Millisecond})
+	p, err := pipeline.New(h, pipeline.Options{Store: st, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	exec1 := func(agent, tool, args string, wait time.Duration) guard.Outcome {
-		return p.Execute(ctx, guard.Call{Agent: agent, Tool: tool, Args: json.RawMessage(args), Wait: wait})
+	exec1 := func(agent, tool, args string, wait time.Duration) pipeline.Outcome {
+		return p.Execute(ctx, pipeline.Call{Agent: agent, Tool: tool, Args: json.RawMessage(args), Wait: wait})
 	}
 	// An auto rule: runs at once.
 	o := exec1("alice", "mcp.fs.list_directory", `{"path":"`+files+`"}`, 0)
@@ -283,19 +283,19 @@ func TestRealUpstreamsSandboxed(t *testing.T) {
 	if len(set.Unavailable()) != 0 {
 		t.Fatalf("unavailable: %v; status %+v", set.Unavailable(), set.Status())
 	}
-	p, err := guard.New(h, guard.Options{Store: st})
+	p, err := pipeline.New(h, pipeline.Options{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	o := p.Execute(ctx, guard.Call{Agent: "alice", Tool: "mcp.fs.write_file", Args: json.RawMessage(`{"path":"` + filepath.Join(files, "new.txt") + `","content":"from the sandbox\n"}`)})
+	o := p.Execute(ctx, pipeline.Call{Agent: "alice", Tool: "mcp.fs.write_file", Args: json.RawMessage(`{"path":"` + filepath.Join(files, "new.txt") + `","content":"from the sandbox\n"}`)})
 	if o.Status != audit.StatusSuccess {
 		t.Fatalf("write_file: %+v", o)
 	}
 	if b, err := os.ReadFile(filepath.Join(files, "new.txt")); err != nil || string(b) != "from the sandbox\n" {
 		t.Fatalf("the granted folder on the host: %q %v", b, err)
 	}
-	o = p.Execute(ctx, guard.Call{Agent: "alice", Tool: "mcp.everything.echo", Args: json.RawMessage(`{"message":"boxed"}`)})
+	o = p.Execute(ctx, pipeline.Call{Agent: "alice", Tool: "mcp.everything.echo", Args: json.RawMessage(`{"message":"boxed"}`)})
 	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, "boxed") {
 		t.Fatalf("everything.echo: %+v", o)
 	}

@@ -43,7 +43,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -195,8 +195,8 @@ func (s *Set) Unavailable() map[string]string { return maps.Clone(s.unavailable)
 func (s *Set) Warnings() world.Diagnostics { return slices.Clone(s.warnings) }
 
 // HostOptions returns o with the set's tools and unavailable reasons added,
-// for host.Open.
-func (s *Set) HostOptions(o host.Options) host.Options {
+// for roster.Open.
+func (s *Set) HostOptions(o roster.Options) roster.Options {
 	o.Extra = append(slices.Clone(o.Extra), s.tools...)
 	if len(s.unavailable) > 0 {
 		u := maps.Clone(o.Unavailable)
@@ -489,7 +489,7 @@ func (s *server) startSandboxed(env map[string]string) (*sandbox.Server, error) 
 		argv[0] = filepath.Join(s.dir, argv[0])
 	}
 	sb := s.cfg.Sandbox
-	return sandbox.StartServer(sandbox.Policy{
+	return sandbox.StartServer(sandbox.Confinement{
 		Backend:   sandbox.Backend(s.backend),
 		Workspace: state,
 		Network:   sb.Network,

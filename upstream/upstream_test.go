@@ -20,8 +20,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -77,7 +77,7 @@ func openStore(t testing.TB, dir string) store.Store {
 
 // start loads the world at dir and starts its upstreams with opts (Pins
 // defaulting to st); it closes the set when t ends.
-func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*upstream.Set, *host.Host) {
+func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*upstream.Set, *roster.Roster) {
 	t.Helper()
 	w, err := world.Load(dir)
 	if err != nil {
@@ -91,7 +91,7 @@ func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*up
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { set.Close() })
-	h, err := host.Open(dir, set.HostOptions(host.Options{}))
+	h, err := roster.Open(dir, set.HostOptions(roster.Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func call(t testing.TB, tl armory.Tool, args string) armory.Result {
 	return tl.Execute(context.Background(), armory.Invocation{Args: json.RawMessage(args), Agent: &armory.AgentEnv{ID: "alice"}})
 }
 
-func explain(t *testing.T, h *host.Host, agent, tool string) host.Explanation {
+func explain(t *testing.T, h *roster.Roster, agent, tool string) roster.Explanation {
 	t.Helper()
 	e, err := h.Explain(agent, tool)
 	if err != nil {

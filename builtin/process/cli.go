@@ -207,22 +207,22 @@ func (t *CLI) Execute(ctx context.Context, inv armory.Invocation) armory.Result 
 // processPolicy builds the sandbox policy of one call: the agent's
 // workspace (created if missing) and sandbox settings, cwd checked to stay
 // inside the workspace.
-func processPolicy(op string, inv armory.Invocation, cwd string, o Options, timeout time.Duration) (sandbox.Policy, error) {
+func processPolicy(op string, inv armory.Invocation, cwd string, o Options, timeout time.Duration) (sandbox.Confinement, error) {
 	if inv.Agent == nil || inv.Agent.Workspace == "" {
-		return sandbox.Policy{}, armory.E(op, armory.KindUnavailable, "this agent has no workspace to run commands in")
+		return sandbox.Confinement{}, armory.E(op, armory.KindUnavailable, "this agent has no workspace to run commands in")
 	}
 	ws := inv.Agent.Workspace
 	if !filepath.IsAbs(ws) {
-		return sandbox.Policy{}, armory.E(op, armory.KindInternal, fmt.Sprintf("workspace %q is not absolute", ws))
+		return sandbox.Confinement{}, armory.E(op, armory.KindInternal, fmt.Sprintf("workspace %q is not absolute", ws))
 	}
 	if err := os.MkdirAll(ws, 0o750); err != nil {
-		return sandbox.Policy{}, armory.E(op, armory.KindUnavailable, "cannot create the workspace", err)
+		return sandbox.Confinement{}, armory.E(op, armory.KindUnavailable, "cannot create the workspace", err)
 	}
 	dir, err := resolveCwd(op, ws, cwd)
 	if err != nil {
-		return sandbox.Policy{}, err
+		return sandbox.Confinement{}, err
 	}
-	return sandbox.Policy{
+	return sandbox.Confinement{
 		Backend:   sandbox.Backend(inv.Agent.Sandbox.Backend),
 		Workspace: ws,
 		Dir:       dir,
@@ -276,7 +276,7 @@ func resolveCwd(op, ws, cwd string) (string, error) {
 
 // runProcess runs argv under p, streams its output to inv.Progress in
 // line-sized pieces, and turns the outcome into the result.
-func runProcess(ctx context.Context, op string, inv armory.Invocation, p sandbox.Policy, argv []string) armory.Result {
+func runProcess(ctx context.Context, op string, inv armory.Invocation, p sandbox.Confinement, argv []string) armory.Result {
 	progress, flush := sandbox.LineProgress(inv.Progress)
 	out, err := sandbox.Run(ctx, p, argv, progress)
 	flush()
@@ -305,7 +305,7 @@ func runError(op, argv0 string, err error) error {
 
 // processResult renders an outcome for the model: stdout, then a
 // "[stderr]" section, then a status line when the run failed.
-func processResult(out sandbox.Outcome, maxOutput int) armory.Result {
+func processResult(out sandbox.Report, maxOutput int) armory.Result {
 	v := Value{
 		ExitCode: out.ExitCode, DurationMS: out.Duration.Milliseconds(), Backend: string(out.Backend),
 		TimedOut: out.TimedOut, Killed: out.Killed, KillReason: out.KillReason, Signal: out.Signal,

@@ -10,7 +10,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -75,12 +75,12 @@ func (a *app) approvalsCmd() *cobra.Command {
 			if err != nil {
 				return store.Err("approvals show", err)
 			}
-			p, err := guard.New(h, guard.Options{Store: st})
+			p, err := pipeline.New(h, pipeline.Options{Store: st})
 			if err != nil {
 				return err
 			}
 			// With the unified diff of a file change against the file now.
-			v := guard.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
+			v := pipeline.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
 			if diffOnly {
 				fmt.Fprint(a.stdout, v.Diff)
 				return nil
@@ -105,7 +105,7 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 			if err != nil {
 				return err
 			}
-			// The one decision path (guard.Pipeline.Decide): it checks,
+			// The one decision path (pipeline.Pipeline.Decide): it checks,
 			// records and audits the decision.
 			fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
 			defer func() {
@@ -113,11 +113,11 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 				defer cancel()
 				fol.Close(cctx)
 			}()
-			p, err := guard.New(h, guard.Options{Store: st, AfterAudit: fol.Committed})
+			p, err := pipeline.New(h, pipeline.Options{Store: st, AfterAudit: fol.Committed})
 			if err != nil {
 				return err
 			}
-			if _, err := p.Decide(ctx, guard.Decision{ID: args[0], Status: status, Reason: reason, Via: guard.ViaCLI}); err != nil {
+			if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)

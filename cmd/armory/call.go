@@ -12,12 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
 )
 
 func (a *app) callCmd() *cobra.Command {
-	var c guard.Call
+	var c pipeline.Call
 	var args string
 	var progress bool
 	cmd := &cobra.Command{

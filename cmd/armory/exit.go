@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // Exit codes of the armory command.
@@ -47,7 +47,7 @@ func exitCodeOf(k armory.Kind) int {
 
 // outcomeExit is the exit code of a call's outcome: 0 for a success, else
 // the code of the outcome's kind.
-func outcomeExit(o guard.Outcome) int {
+func outcomeExit(o pipeline.Outcome) int {
 	if o.Status == audit.StatusSuccess {
 		return exitOK
 	}

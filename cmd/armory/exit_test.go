@@ -5,7 +5,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // TestExitCodeEveryKind: the exit-code table has a row for every kind (a
@@ -28,14 +28,14 @@ func TestExitCodeEveryKind(t *testing.T) {
 		if got != want[k] || exitCodeOf(k) != got {
 			t.Errorf("kind %s: exit %d, want %d", k, got, want[k])
 		}
-		if o := outcomeExit(guard.Outcome{Status: audit.StatusError, Kind: k}); o != got {
+		if o := outcomeExit(pipeline.Outcome{Status: audit.StatusError, Kind: k}); o != got {
 			t.Errorf("outcome of kind %s: exit %d, error of that kind: exit %d", k, o, got)
 		}
 	}
 	if len(exitCodes) != len(armory.Kinds()) {
 		t.Errorf("the table has %d rows for %d kinds", len(exitCodes), len(armory.Kinds()))
 	}
-	if outcomeExit(guard.Outcome{Status: audit.StatusSuccess}) != exitOK {
+	if outcomeExit(pipeline.Outcome{Status: audit.StatusSuccess}) != exitOK {
 		t.Error("a success does not exit 0")
 	}
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -45,7 +45,7 @@ type app struct {
 	closers []func()
 	// st is the command's one store (see store), opened on first use.
 	st store.Store
-	// runLease is the lease of run claims (guard.Options.RunLease).
+	// runLease is the lease of run claims (pipeline.Options.RunLease).
 	runLease time.Duration
 	// log, when set (serve), receives the runtime's notes; otherwise
 	// warnings go to stderr.
@@ -120,7 +120,7 @@ func (a *app) rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
 	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
-	root.PersistentFlags().DurationVar(&a.runLease, "run-lease", guard.DefaultRunLease, "lease of the claim on running an approved call: a process that stops renewing it this long is taken to have died, and its call is resolved as interrupted (use one value on every replica)")
+	root.PersistentFlags().DurationVar(&a.runLease, "run-lease", pipeline.DefaultRunLease, "lease of the claim on running an approved call: a process that stops renewing it this long is taken to have died, and its call is resolved as interrupted (use one value on every replica)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd())
 	return root
@@ -128,12 +128,12 @@ func (a *app) rootCmd() *cobra.Command {
 
 // open loads the world named by --world, with the tools of its upstream
 // MCP servers (see openWithUpstreams in toolbox.go).
-func (a *app) open() (*host.Host, error) {
+func (a *app) open() (*roster.Roster, error) {
 	return a.openWithUpstreams()
 }
 
 // openAgent loads the world and finds agent id in it.
-func (a *app) openAgent(id string) (*host.Host, *host.Agent, error) {
+func (a *app) openAgent(id string) (*roster.Roster, *roster.Agent, error) {
 	h, err := a.open()
 	if err != nil {
 		return nil, nil, err

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armory-dev/armory/guard"
 	"github.com/armory-dev/armory/internal/testenv"
+	"github.com/armory-dev/armory/pipeline"
 )
 
 // replicaDB returns a DSN on a fresh Postgres schema, dropped when t ends.
@@ -184,7 +184,7 @@ func TestReplicaKilledDuringApprovedCall(t *testing.T) {
 	// Resume on B: it answers within its wait, with the interrupted outcome.
 	o, err := b.call(token, `{"resume":"`+id+`","wait":"60s"}`)
 	t.Logf("B answered %s after A was killed (lease %s)", time.Since(killed).Round(time.Millisecond), replicaLease)
-	if err != nil || o.Status != "interrupted" || !strings.HasPrefix(o.Result, guard.InterruptedResult) || o.ApprovalID != id {
+	if err != nil || o.Status != "interrupted" || !strings.HasPrefix(o.Result, pipeline.InterruptedResult) || o.ApprovalID != id {
 		t.Fatalf("resume on B after A was killed: %+v %v", o, err)
 	}
 	// Later resumes (either surface) return the same; the tool never reruns.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/postgres"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -63,7 +63,7 @@ func (a *app) openStore(ctx context.Context, w *world.World) (store.Store, error
 // time; when another process (a server) holds it, that process copies this
 // one's records too. release closes what was opened, first letting the
 // follower copy what is committed (bounded).
-func (a *app) runtime(ctx context.Context) (h *host.Host, opts guard.Options, release func(), err error) {
+func (a *app) runtime(ctx context.Context) (h *roster.Roster, opts pipeline.Options, release func(), err error) {
 	if h, err = a.open(); err != nil {
 		return nil, opts, nil, err
 	}
@@ -88,12 +88,12 @@ const trailCloseTimeout = 10 * time.Second
 
 // pipeline builds the guarded pipeline over runtime. The returned func
 // releases what it opened.
-func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
+func (a *app) pipeline(ctx context.Context) (*pipeline.Pipeline, func(), error) {
 	h, opts, release, err := a.runtime(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := guard.New(h, opts)
+	p, err := pipeline.New(h, opts)
 	if err != nil {
 		release()
 		return nil, nil, err
@@ -105,8 +105,8 @@ func (a *app) pipeline(ctx context.Context) (*guard.Pipeline, func(), error) {
 // audit, tokens); the store is closed when the command ends (closeAll).
 // It loads the world without starting its upstream MCP servers: these
 // commands run no tools.
-func (a *app) storeOnly(ctx context.Context) (*host.Host, store.Store, error) {
-	h, err := host.Open(a.world, host.Options{})
+func (a *app) storeOnly(ctx context.Context) (*roster.Roster, store.Store, error) {
+	h, err := roster.Open(a.world, roster.Options{})
 	if err != nil {
 		return nil, nil, err
 	}

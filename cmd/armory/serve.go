@@ -18,7 +18,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
@@ -291,7 +291,7 @@ func (a *app) useExampleWorld(cmd *cobra.Command) error {
 }
 
 // printConnect tells a person how to point an MCP client at an agent.
-func (a *app) printConnect(addr string, h *host.Host) {
+func (a *app) printConnect(addr string, h *roster.Roster) {
 	ids := h.World.AgentIDs()
 	if len(ids) == 0 {
 		return

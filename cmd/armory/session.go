@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/armory-dev/armory/guard"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -59,7 +59,7 @@ func (a *app) sessionCmd() *cobra.Command {
 			if !known {
 				return usageErr("unknown limit %q (known: %v)", name, world.LimitNames)
 			}
-			if max := guard.MaxLimit(name); max > 0 && n > max {
+			if max := pipeline.MaxLimit(name); max > 0 && n > max {
 				return usageErr("%s can be raised to at most %d", name, max)
 			}
 			ctx := context.Background()
@@ -102,7 +102,7 @@ func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, 
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := guard.New(h, guard.Options{Store: st})
+	p, err := pipeline.New(h, pipeline.Options{Store: st})
 	if err != nil {
 		return "", nil, err
 	}

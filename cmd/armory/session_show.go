@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/armory-dev/armory/guard"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -17,7 +17,7 @@ const maxShownGenerations = 20
 // sessionAgent returns the agent whose session id is: the "<agent>:" prefix
 // when it names an agent of the world, else the agent of the session's
 // newest audit record, else nil.
-func sessionAgent(ctx context.Context, h *host.Host, st store.Store, id string) *host.Agent {
+func sessionAgent(ctx context.Context, h *roster.Roster, st store.Store, id string) *roster.Agent {
 	if name, _, ok := strings.Cut(id, ":"); ok {
 		if ag, err := h.Agent(name); err == nil {
 			return ag
@@ -34,11 +34,11 @@ func sessionAgent(ctx context.Context, h *host.Host, st store.Store, id string) 
 // resolveSessionArg maps what a human typed to the session meant: the
 // agent's default session name is its current unnamed generation, and
 // "<agent>:default#1" is that session's first generation.
-func resolveSessionArg(ctx context.Context, p *guard.Pipeline, ag *host.Agent, id string) (string, error) {
+func resolveSessionArg(ctx context.Context, p *pipeline.Pipeline, ag *roster.Agent, id string) (string, error) {
 	if ag == nil {
 		return id, nil
 	}
-	base := guard.DefaultSession(ag.ID)
+	base := pipeline.DefaultSession(ag.ID)
 	if id == base+"#1" {
 		return base, nil
 	}
@@ -63,8 +63,8 @@ func timeOrNil(t time.Time) any {
 // the session's agent (world, then the agent's ## Limits, then the
 // session's overrides), its counters, start, last activity and state, and
 // for an agent's unnamed session its earlier generations.
-func sessionShow(ctx context.Context, h *host.Host, st store.Store, arg string) (map[string]any, error) {
-	p, err := guard.New(h, guard.Options{Store: st})
+func sessionShow(ctx context.Context, h *roster.Roster, st store.Store, arg string) (map[string]any, error) {
+	p, err := pipeline.New(h, pipeline.Options{Store: st})
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func sessionShow(ctx context.Context, h *host.Host, st store.Store, arg string) 
 	}
 	unnamed := false
 	if ag != nil {
-		_, unnamed = guard.Generation(guard.DefaultSession(ag.ID), id)
+		_, unnamed = pipeline.Generation(pipeline.DefaultSession(ag.ID), id)
 	}
 	limits := map[string]int64{} // session_runtime in seconds
 	for _, n := range world.LimitNames {
@@ -121,13 +121,13 @@ func sessionShow(ctx context.Context, h *host.Host, st store.Store, arg string) 
 	}
 	if unnamed {
 		out["idle_timeout"] = p.IdleTimeout().String()
-		gens, err := st.SessionGenerations(ctx, guard.DefaultSession(ag.ID), maxShownGenerations+1)
+		gens, err := st.SessionGenerations(ctx, pipeline.DefaultSession(ag.ID), maxShownGenerations+1)
 		if err != nil {
 			return nil, err
 		}
 		var list []map[string]any
 		for _, g := range gens {
-			if _, ok := guard.Generation(guard.DefaultSession(ag.ID), g.ID); !ok || len(list) == maxShownGenerations {
+			if _, ok := pipeline.Generation(pipeline.DefaultSession(ag.ID), g.ID); !ok || len(list) == maxShownGenerations {
 				continue
 			}
 			gs, _, glast, err := p.SessionState(ctx, ag.ID, g.ID)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/upstream"
 	"github.com/armory-dev/armory/world"
@@ -21,13 +21,13 @@ import (
 // servers and gives their tools to the host; they are stopped when the
 // command ends (a.closeAll). A server that fails to start is a warning and
 // an explained reason, not an error.
-func (a *app) openWithUpstreams() (*host.Host, error) {
+func (a *app) openWithUpstreams() (*roster.Roster, error) {
 	w, err := world.Load(a.world)
 	if err != nil {
 		return nil, err
 	}
 	if len(w.MCPServers) == 0 {
-		return host.New(w, host.Options{})
+		return roster.New(w, roster.Options{})
 	}
 	ctx := context.Background()
 	st, err := a.store(ctx, w)
@@ -39,7 +39,7 @@ func (a *app) openWithUpstreams() (*host.Host, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, func() { set.Close() })
-	h, err := host.New(w, set.HostOptions(host.Options{}))
+	h, err := roster.New(w, set.HostOptions(roster.Options{}))
 	if err != nil {
 		return nil, err
 	}

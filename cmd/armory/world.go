@@ -9,7 +9,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 )
 
 func (a *app) initCmd() *cobra.Command {
@@ -70,7 +70,7 @@ func (a *app) demoCmd() *cobra.Command {
 			if err := example.Write(wdir); err != nil {
 				return armory.E("demo", armory.KindInternal, err.Error())
 			}
-			h, err := host.Open(wdir, host.Options{})
+			h, err := roster.Open(wdir, roster.Options{})
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ func (a *app) demoCmd() *cobra.Command {
 }
 
 // tour prints what `armory demo` shows.
-func (a *app) tour(h *host.Host) error {
+func (a *app) tour(h *roster.Roster) error {
 	out := a.stdout
 	fmt.Fprintf(out, "Armory demo: world %q (%d agents, %d tools)\n", h.World.Name, len(h.World.Agents), h.Catalog.Len())
 	fmt.Fprintf(out, "Write it out to explore it yourself: armory init ./demo-world\n\n")

@@ -1,4 +1,4 @@
-package guard
+package pipeline
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
 	"github.com/armory-dev/armory/upstream"
@@ -83,7 +83,7 @@ func (t *previewTool) Preview(ctx context.Context, inv armory.Invocation) (strin
 type fixture struct {
 	dir   string
 	db    string
-	h     *host.Host
+	h     *roster.Roster
 	st    store.Store
 	p     *Pipeline
 	tools map[string]*testTool
@@ -177,7 +177,7 @@ func openFixture(dir string) (*fixture, error) {
 		Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermAlwaysConfirm}}})
 	f.tools["test.effect"].block = make(chan struct{})
 	f.tools["test.effect"].mark = filepath.Join(dir, "effect.log")
-	h, err := host.Open(f.dir, host.Options{Builtins: tools})
+	h, err := roster.Open(f.dir, roster.Options{Builtins: tools})
 	if err != nil {
 		return nil, err
 	}

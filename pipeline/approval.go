@@ -1,4 +1,4 @@
-package guard
+package pipeline
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -379,8 +379,8 @@ func (p *Pipeline) scopeOf(agent string) []worldItem {
 
 type approvalList struct{ p *Pipeline }
 
-func (*approvalList) Spec() armory.Spec         { return host.ApprovalList.Spec() }
-func (*approvalList) Manifest() armory.Manifest { return host.ApprovalList.Manifest() }
+func (*approvalList) Spec() armory.Spec         { return roster.ApprovalList.Spec() }
+func (*approvalList) Manifest() armory.Manifest { return roster.ApprovalList.Manifest() }
 func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	me := inv.Agent.ID
 	as, err := t.p.st.ListApprovals(ctx, store.ApprovalFilter{Status: store.StatusPending, Route: store.RouteAgent(me)})
@@ -421,8 +421,8 @@ func (t *approvalList) Execute(ctx context.Context, inv armory.Invocation) armor
 
 type approvalDecide struct{ p *Pipeline }
 
-func (*approvalDecide) Spec() armory.Spec         { return host.ApprovalDecide.Spec() }
-func (*approvalDecide) Manifest() armory.Manifest { return host.ApprovalDecide.Manifest() }
+func (*approvalDecide) Spec() armory.Spec         { return roster.ApprovalDecide.Spec() }
+func (*approvalDecide) Manifest() armory.Manifest { return roster.ApprovalDecide.Manifest() }
 func (t *approvalDecide) Execute(ctx context.Context, inv armory.Invocation) armory.Result {
 	var a struct {
 		ID, Decision, Reason string

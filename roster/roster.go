@@ -5,7 +5,7 @@
 //
 // Host is the one place where world files, policy and tools meet; the
 // guarded pipeline and every surface (CLI, MCP, REST) work from a Host.
-package host
+package roster
 
 import (
 	"fmt"
@@ -47,9 +47,9 @@ type Options struct {
 	Unavailable map[string]string
 }
 
-// Host is a loaded world with its agents' registries. It is safe for
+// Roster is a loaded world with its agents' registries. It is safe for
 // concurrent use once Open returns.
-type Host struct {
+type Roster struct {
 	World      *world.World
 	Catalog    *registry.Catalog
 	Privileges *access.Privileges
@@ -90,7 +90,7 @@ type Agent struct {
 // with errors gives a *world.InvalidError listing all of them (including
 // duplicate tool names across built-ins and toolboxes); a missing world an
 // *armory.Error of kind KindNotFound.
-func Open(dir string, opts Options) (*Host, error) {
+func Open(dir string, opts Options) (*Roster, error) {
 	w, err := world.Load(dir)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func Open(dir string, opts Options) (*Host, error) {
 // New builds every agent's registry for the world w that world.Load
 // returned (a caller that needs the world before the host, to start its
 // upstream servers, loads it once and passes it here). Errors as Open's.
-func New(w *world.World, opts Options) (*Host, error) {
+func New(w *world.World, opts Options) (*Roster, error) {
 	if opts.Builtins == nil {
 		opts.Builtins = builtin.All()
 	}
@@ -111,7 +111,7 @@ func New(w *world.World, opts Options) (*Host, error) {
 	if opts.Sandbox == nil {
 		opts.Sandbox = sandbox.Requirement
 	}
-	h := &Host{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
+	h := &Roster{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
 		pipe: map[string]*PipelineTool{}, upstream: map[string]bool{}}
 	var ds world.Diagnostics
 
@@ -246,7 +246,7 @@ func checkRequirement(r armory.Requirement, opts Options, backend string) string
 
 // checkNames warns about names that nothing defines and overrides that name
 // public tools.
-func (h *Host) checkNames(ds *world.Diagnostics) {
+func (h *Roster) checkNames(ds *world.Diagnostics) {
 	defined := func(name string) bool {
 		if h.Catalog.Has(name) || access.IsAlwaysOn(name) {
 			return true
@@ -338,7 +338,7 @@ func (h *Host) checkNames(ds *world.Diagnostics) {
 
 // familyHasPrivileged reports whether a family entry covers some privileged
 // catalog tool (then an override of it is meaningful).
-func (h *Host) familyHasPrivileged(fam string) bool {
+func (h *Roster) familyHasPrivileged(fam string) bool {
 	for _, n := range h.Catalog.Names() {
 		if armory.InFamily(n, fam) && !h.Privileges.IsPublic(n) {
 			return true
@@ -347,7 +347,7 @@ func (h *Host) familyHasPrivileged(fam string) bool {
 	return false
 }
 
-func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
+func (h *Roster) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 	c := a.Config
 	if c == nil {
 		c = &world.AgentConfig{}
@@ -393,7 +393,7 @@ func (h *Host) buildAgent(a *world.Agent, ds *world.Diagnostics) *Agent {
 
 // visible is decide without the reasons, for building registries fast. A
 // test checks that both agree on every agent and tool of a world.
-func (h *Host) visible(ag *Agent, name string) bool {
+func (h *Roster) visible(ag *Agent, name string) bool {
 	if pt, ok := h.pipe[name]; ok {
 		return pt.Grants(ag.Def.Config)
 	}
@@ -407,7 +407,7 @@ func (h *Host) visible(ag *Agent, name string) bool {
 }
 
 // decide says whether agent ag sees tool name, with every reason.
-func (h *Host) decide(ag *Agent, name string) access.Decision {
+func (h *Roster) decide(ag *Agent, name string) access.Decision {
 	if pt, ok := h.pipe[name]; ok {
 		v, why := pipelineDecision(pt, ag)
 		return access.Decision{Visible: v, Reasons: why}
@@ -429,7 +429,7 @@ func (h *Host) decide(ag *Agent, name string) access.Decision {
 
 // unavailable returns the reason of the most specific Options.Unavailable
 // entry covering name.
-func (h *Host) unavailable(name string) (string, bool) {
+func (h *Roster) unavailable(name string) (string, bool) {
 	best, why := "", ""
 	for n, w := range h.unavail {
 		if armory.InFamily(name, n) && len(n) > len(best) {
@@ -440,16 +440,16 @@ func (h *Host) unavailable(name string) (string, bool) {
 }
 
 // Agent returns the hosted agent id, or an error of kind KindNotFound.
-func (h *Host) Agent(id string) (*Agent, error) {
+func (h *Roster) Agent(id string) (*Agent, error) {
 	if a, ok := h.agents[id]; ok {
 		return a, nil
 	}
 	ids := h.World.AgentIDs()
-	return nil, armory.E("host.Agent", armory.KindNotFound, fmt.Sprintf("unknown agent %q (agents: %s)", id, joinOrNone(ids)))
+	return nil, armory.E("roster.Agent", armory.KindNotFound, fmt.Sprintf("unknown agent %q (agents: %s)", id, joinOrNone(ids)))
 }
 
 // Agents returns the agents in world order.
-func (h *Host) Agents() []*Agent {
+func (h *Roster) Agents() []*Agent {
 	out := make([]*Agent, 0, len(h.agents))
 	for _, id := range h.World.AgentIDs() {
 		out = append(out, h.agents[id])
@@ -468,7 +468,7 @@ type Explanation struct {
 
 // Explain says whether agent id sees tool, and every reason. An unknown
 // agent is a KindNotFound error; an unknown tool is explained, not an error.
-func (h *Host) Explain(id, tool string) (Explanation, error) {
+func (h *Roster) Explain(id, tool string) (Explanation, error) {
 	ag, err := h.Agent(id)
 	if err != nil {
 		return Explanation{}, err
@@ -508,17 +508,17 @@ func (h *Host) Explain(id, tool string) (Explanation, error) {
 }
 
 // Policies returns the toolkit policy texts in world order.
-func (h *Host) Policies() []registry.Policy {
-	var out []registry.Policy
+func (h *Roster) ToolkitPrompts() []registry.ToolkitPrompt {
+	var out []registry.ToolkitPrompt
 	for _, k := range h.Toolkits.All() {
-		out = append(out, registry.Policy{Toolkit: k.Name, Tools: k.Tools, Text: k.Policy})
+		out = append(out, registry.ToolkitPrompt{Toolkit: k.Name, Tools: k.Tools, Text: k.Policy})
 	}
 	return out
 }
 
 // Briefing renders agent ag's <tools> block.
-func (h *Host) Briefing(ag *Agent) string {
-	return registry.Briefing(ag.Registry.Specs(), h.Policies())
+func (h *Roster) Briefing(ag *Agent) string {
+	return registry.Briefing(ag.Registry.Specs(), h.ToolkitPrompts())
 }
 
 // AccessSummary is what `armory access show` prints.
@@ -538,7 +538,7 @@ type AccessSummary struct {
 }
 
 // AccessSummary summarises agent ag's access policy.
-func (h *Host) AccessSummary(ag *Agent) AccessSummary {
+func (h *Roster) AccessSummary(ag *Agent) AccessSummary {
 	s := AccessSummary{
 		Agent:             ag.ID,
 		Mode:              string(ag.Access.Mode()),
@@ -600,7 +600,7 @@ func toolkitNames(t *access.Toolkits) []string {
 // providerName maps a name an OpenAI or Anthropic rendering gave a tool
 // back to the tool: one of the agent's registry, else one of the catalog
 // (an explanation may be about a tool the agent does not see).
-func (h *Host) providerName(ag *Agent, name string) (string, bool) {
+func (h *Roster) providerName(ag *Agent, name string) (string, bool) {
 	if real, ok := ag.Registry.Resolve(name); ok {
 		return real, true
 	}
@@ -618,7 +618,7 @@ func (h *Host) providerName(ag *Agent, name string) (string, bool) {
 
 // netAllow is the network allow-list that applies to an agent with config
 // c: its "## Network", else the world's "network:", else nil.
-func (h *Host) netAllow(c *world.AgentConfig) *world.NetAllow {
+func (h *Roster) netAllow(c *world.AgentConfig) *world.NetAllow {
 	if c != nil && c.Policy.NetAllow != nil {
 		return c.Policy.NetAllow
 	}
@@ -627,7 +627,7 @@ func (h *Host) netAllow(c *world.AgentConfig) *world.NetAllow {
 
 // netReason says which network policy a built-in web tool of the agent
 // dials under.
-func (h *Host) netReason(ag *Agent, tool string) (string, bool) {
+func (h *Roster) netReason(ag *Agent, tool string) (string, bool) {
 	t, ok := h.Catalog.Lookup(tool)
 	if !ok || h.Source(ag, tool) != SourceBuiltin || !t.Manifest().Has(armory.CapNetwork) {
 		return "", false

@@ -1,4 +1,4 @@
-package host
+package roster
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 
 // A world whose every rule sits on a known line: each explanation and each
 // permission decision must name the file and line of the rule that decided.
-func sourceWorld(t *testing.T) *Host {
+func sourceWorld(t *testing.T) *Roster {
 	t.Helper()
 	dir := t.TempDir()
 	write(t, dir, map[string]string{

@@ -1,4 +1,4 @@
-package host
+package roster
 
 import (
 	"github.com/armory-dev/armory"
@@ -21,7 +21,7 @@ type ToolInfo struct {
 }
 
 // Tools describes every tool in agent ag's registry, sorted by name.
-func (h *Host) Tools(ag *Agent) []ToolInfo {
+func (h *Roster) Tools(ag *Agent) []ToolInfo {
 	tools := ag.Registry.Tools()
 	out := make([]ToolInfo, 0, len(tools))
 	for _, t := range tools {
@@ -40,7 +40,7 @@ func (h *Host) Tools(ag *Agent) []ToolInfo {
 // LevelInput is what decides agent ag's permission level for a call of tool
 // name with manifest m: the agent's rules and profile and the world's rules.
 // The pipeline adds what the call itself says (terminal screening, bias).
-func (h *Host) LevelInput(ag *Agent, name string, m armory.Manifest) access.LevelInput {
+func (h *Roster) LevelInput(ag *Agent, name string, m armory.Manifest) access.LevelInput {
 	in := access.LevelInput{Tool: name, Manifest: m, WorldRules: h.worldRules, AgentRules: ag.rules}
 	if cfg := ag.Def.Config; cfg != nil {
 		in.Profile = access.Profile(cfg.Policy.Profile)

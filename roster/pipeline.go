@@ -1,4 +1,4 @@
-package host
+package roster
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // when the world loads, so it is in the catalog and in every agent's
 // registry from the start and every surface (tool list, access explain,
 // REST, MCP tools/list) shows the same tools. Its Execute only says that it
-// runs through the pipeline; package guard swaps in the implementation at
+// runs through the pipeline; package pipeline swaps in the implementation at
 // its lookup stage.
 type PipelineTool struct {
 	spec  armory.Spec
@@ -88,7 +88,7 @@ const (
 // (with its name), upstream (an MCP server), pipeline (added by the guarded
 // pipeline) or run time (registered after the world loaded, for example a
 // skill's tool).
-func (h *Host) Source(ag *Agent, name string) string {
+func (h *Roster) Source(ag *Agent, name string) string {
 	if !h.Catalog.Has(name) {
 		if ag != nil && ag.Registry.Has(name) {
 			return SourceRunTime

@@ -1,4 +1,4 @@
-package guard
+package pipeline
 
 import (
 	"bytes"
@@ -17,8 +17,8 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/host"
 	"github.com/armory-dev/armory/registry"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/screen"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -59,7 +59,7 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		why = append(why, fmt.Sprintf("%q is the provider name of %s", s.c.Tool, real))
 		s.c.Tool = real
 	}
-	if pt, ok := t.(*host.PipelineTool); ok {
+	if pt, ok := t.(*roster.PipelineTool); ok {
 		impl := p.pipeTools[pt.Spec().Name]
 		if impl == nil {
 			s.stage("lookup", "error", "no implementation of pipeline tool "+pt.Spec().Name)
@@ -183,7 +183,7 @@ var capDefaults = map[string][2]int64{
 
 // Limit returns the cap for name that applies to agent: the agent's value,
 // else the world's, else the default, clamped to the maximum.
-func (p *Pipeline) Limit(ag *host.Agent, name string) int64 {
+func (p *Pipeline) Limit(ag *roster.Agent, name string) int64 {
 	d := capDefaults[name]
 	v := d[0]
 	if l, ok := p.h.World.Policy.Limits[name]; ok {

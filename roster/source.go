@@ -1,4 +1,4 @@
-package host
+package roster
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func worldSources(w *world.World) (groups, kits map[string]string) {
 }
 
 // agentSources says where each access rule of config.md c was written.
-func (h *Host) agentSources(c *world.AgentConfig) *access.Sources {
+func (h *Roster) agentSources(c *world.AgentConfig) *access.Sources {
 	s := &access.Sources{Groups: h.srcGroups, Toolkits: h.srcKits,
 		AgentGroups: map[string]string{}, Overrides: map[string]string{}, Legacy: map[string]string{}, Switches: map[string]string{}}
 	for _, g := range c.Groups {

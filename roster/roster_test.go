@@ -1,4 +1,4 @@
-package host
+package roster
 
 import (
 	"context"
@@ -25,7 +25,7 @@ func exampleWorld(t testing.TB) string {
 	return dir
 }
 
-func names(h *Host, id string) []string {
+func names(h *Roster, id string) []string {
 	ag, _ := h.Agent(id)
 	var out []string
 	for _, s := range ag.Registry.Specs() {

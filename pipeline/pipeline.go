@@ -9,7 +9,7 @@
 // and what to do next), and it is audited like any call. A call that runs
 // has an audit entry written before it runs (fail closed: no entry, no run)
 // and one after; its outcome is returned only once that entry is durable.
-package guard
+package pipeline
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/host"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -65,7 +65,7 @@ type Options struct {
 
 // Pipeline runs calls for the agents of one host. Safe for concurrent use.
 type Pipeline struct {
-	h    *host.Host
+	h    *roster.Roster
 	st   store.Store
 	opts Options
 	// claims is the store's run claims (nil when it has none).
@@ -73,17 +73,17 @@ type Pipeline struct {
 
 	schemas sync.Map // tool name → *compiledSchema
 	unnamed sync.Map // agent → defaultGen (sessions.go)
-	// pipeTools implement the host's pipeline tools (host.PipelineTool),
+	// pipeTools implement the host's pipeline tools (roster.PipelineTool),
 	// by name.
 	pipeTools map[string]armory.Tool
 }
 
 // New builds the pipeline for h. It implements the tools the host declares
-// as pipeline tools (host.PipelineTools: approval.list and approval.decide
+// as pipeline tools (roster.PipelineTools: approval.list and approval.decide
 // of approval agents).
-func New(h *host.Host, opts Options) (*Pipeline, error) {
+func New(h *roster.Roster, opts Options) (*Pipeline, error) {
 	if opts.Store == nil {
-		return nil, armory.E("guard.New", armory.KindInvalid, "a store is required")
+		return nil, armory.E("pipeline.New", armory.KindInvalid, "a store is required")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -113,7 +113,7 @@ func New(h *host.Host, opts Options) (*Pipeline, error) {
 }
 
 // Host returns the pipeline's host.
-func (p *Pipeline) Host() *host.Host { return p.h }
+func (p *Pipeline) Host() *roster.Roster { return p.h }
 
 // Store returns the pipeline's store.
 func (p *Pipeline) Store() store.Store { return p.st }
@@ -177,7 +177,7 @@ type state struct {
 	c         Call
 	id        string
 	start     time.Time
-	ag        *host.Agent
+	ag        *roster.Agent
 	tool      armory.Tool
 	man       armory.Manifest
 	stages    []audit.Stage
