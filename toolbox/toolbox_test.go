@@ -322,7 +322,7 @@ func processWithArg(arg string) bool {
 func TestCodingAgentCompaction(t *testing.T) {
 	// The fixture is copied into the workspace: the sandbox shows the tool its
 	// workspace, not this repository (which may sit under a private /tmp).
-	stream, err := os.ReadFile("compact/testdata/cursor_success.ndjson")
+	stream, err := os.ReadFile("../compact/testdata/cursor_success.ndjson")
 	if err != nil {
 		t.Fatal(err)
 	}
