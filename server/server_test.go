@@ -22,19 +22,20 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/store/sqlite"
 )
 
-// env is a real server on 127.0.0.1:0 over the example world and a real
-// SQLite store.
+// env is a real server on 127.0.0.1:0 over an engine (the example world
+// and a real SQLite store, for start).
 type env struct {
 	t     *testing.T
+	eng   *engine.Engine
 	h     *roster.Roster
 	st    store.Store
 	srv   *server.Server
@@ -44,16 +45,21 @@ type env struct {
 	stop  func() error // shuts the server down; returns Serve's result
 }
 
-// serveHost serves h with the pipeline options gopts on a loopback port
-// until t ends (or e.stop); the store in gopts is the caller's to close.
-func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts server.Options) *env {
+// serve opens an engine with eopts and serves it on a loopback port until
+// t ends (or e.stop); the engine is closed after the server stops.
+func serve(t *testing.T, eopts engine.Options, opts server.Options) *env {
 	t.Helper()
+	eng, err := engine.Open(context.Background(), eopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() }) // registered first: runs after the server stops
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Addr = ln.Addr().String()
-	srv, err := server.New(h, gopts, opts)
+	srv, err := server.New(eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,27 +73,25 @@ func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts serv
 		return serveErr
 	}
 	t.Cleanup(func() { stop() })
-	return &env{t: t, h: h, st: gopts.Store, srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
+	return &env{t: t, eng: eng, h: eng.Roster(), st: eng.Store(), srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
 }
 
-func start(t *testing.T, opts server.Options) *env {
+// exampleWorld writes the example world into a new folder and returns it.
+func exampleWorld(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "w")
 	if err := example.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	h, err := roster.Open(dir, roster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return dir
+}
+
+// start serves the example world on a SQLite store, with an admin token.
+func start(t *testing.T, opts server.Options) *env {
+	t.Helper()
 	db := filepath.Join(t.TempDir(), "armory.db")
-	st, err := sqlite.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() }) // registered first: runs after the server stops
-	e := serveHost(t, h, pipeline.Options{Store: st}, opts)
-	admin, err := server.EnsureAdminToken(context.Background(), st)
+	e := serve(t, engine.Options{World: exampleWorld(t), DB: db}, opts)
+	admin, err := server.EnsureAdminToken(context.Background(), e.st)
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)
 	}

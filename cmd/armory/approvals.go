@@ -3,13 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 )
@@ -67,17 +66,13 @@ func (a *app) approvalsCmd() *cobra.Command {
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
+			p, err := a.reader(ctx)
 			if err != nil {
 				return err
 			}
-			ap, err := st.GetApproval(ctx, args[0])
+			ap, err := p.Store().GetApproval(ctx, args[0])
 			if err != nil {
 				return store.Err("approvals show", err)
-			}
-			p, err := pipeline.New(h, pipeline.Options{Store: st})
-			if err != nil {
-				return err
 			}
 			// With the unified diff of a file change against the file now.
 			v := pipeline.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
@@ -101,22 +96,13 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 		Args:  exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
 			// The one decision path (pipeline.Pipeline.Decide): it checks,
-			// records and audits the decision.
-			fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
-			defer func() {
-				cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
-				defer cancel()
-				fol.Close(cctx)
-			}()
-			p, err := pipeline.New(h, pipeline.Options{Store: st, AfterAudit: fol.Committed})
+			// records and audits the decision, which the trail copies.
+			e, err := a.engine(ctx, engine.Modules)
 			if err != nil {
 				return err
 			}
+			p := e.Pipeline()
 			if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
 				return err
 			}

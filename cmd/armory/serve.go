@@ -53,11 +53,10 @@ func (a *app) serveCmd() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			opts.Logger = log
 			a.log = log
-			srv, done, err := a.server(ctx, opts, warm)
+			srv, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
 			}
-			defer done()
 			if secret, err := server.EnsureAdminToken(ctx, srv.Pipeline().Store()); err != nil {
 				return err
 			} else if secret != "" {
@@ -102,16 +101,16 @@ func isLoopback(h string) bool {
 // warmSandboxesUsage documents --warm-sandboxes (docs/sandbox.md, "Warm pool").
 const warmSandboxesUsage = "bwrap sandboxes kept set up ahead of calls, per distinct sandbox policy (0: none; each call then sets up its own)"
 
-// server builds the server over runtime, as pipeline builds the CLI's
-// pipeline. warm > 0
-// turns on the sandbox warm pool for as long as the server lives.
-func (a *app) server(ctx context.Context, opts server.Options, warm int) (*server.Server, func(), error) {
-	h, gopts, release, err := a.runtime(ctx)
+// server builds the server over the command's engine (engine.Open with
+// every part). warm > 0 turns on the sandbox warm pool for as long as the
+// command runs.
+func (a *app) server(ctx context.Context, opts server.Options, warm int) (*server.Server, error) {
+	e, err := a.engine(ctx, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// A flag wins over the world's mcp_sessions; the server defaults the rest.
-	ms := h.World.MCPSessions
+	ms := e.World().MCPSessions
 	if opts.MCPSessionsPerToken == 0 {
 		opts.MCPSessionsPerToken = ms.MaxPerToken
 	}
@@ -121,21 +120,16 @@ func (a *app) server(ctx context.Context, opts server.Options, warm int) (*serve
 	if opts.MCPSessionTimeout == 0 {
 		opts.MCPSessionTimeout = ms.IdleTimeout
 	}
-	srv, err := server.New(h, gopts, opts)
+	srv, err := server.New(e, opts)
 	if err != nil {
-		release()
-		return nil, nil, err
+		return nil, err
 	}
+	a.closers = append(a.closers, srv.Close) // before the engine closes
 	if warm > 0 {
 		sandbox.EnablePool(sandbox.PoolOptions{PerPolicy: warm})
+		a.closers = append(a.closers, sandbox.ClosePool)
 	}
-	return srv, func() {
-		srv.Close()
-		if warm > 0 {
-			sandbox.ClosePool()
-		}
-		release()
-	}, nil
+	return srv, nil
 }
 
 // mcpCmd is `armory mcp AGENT`: one agent's tools over MCP on stdio.
@@ -150,11 +144,10 @@ func (a *app) mcpCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			srv, done, err := a.server(ctx, opts, warm)
+			srv, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
 			}
-			defer done()
 			ms, err := srv.MCPServer(args[0])
 			if err != nil {
 				return err

@@ -21,11 +21,11 @@ func (a *app) sessionCmd() *cobra.Command {
 		Args:  exactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
+			p, err := a.reader(ctx)
 			if err != nil {
 				return err
 			}
-			out, err := sessionShow(ctx, h, st, args[0])
+			out, err := sessionShow(ctx, p, args[0])
 			if err != nil {
 				return store.Err("session show", err)
 			}
@@ -98,15 +98,12 @@ func (a *app) sessionCmd() *cobra.Command {
 // sessionArg opens the store and resolves the session a human named
 // (AGENT:default is the agent's current unnamed session).
 func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, error) {
-	h, st, err := a.storeOnly(ctx)
+	p, err := a.reader(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := pipeline.New(h, pipeline.Options{Store: st})
-	if err != nil {
-		return "", nil, err
-	}
-	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, h, st, arg), arg)
+	st := p.Store()
+	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, p.Host(), st, arg), arg)
 	if err != nil {
 		return "", nil, store.Err("session", err)
 	}

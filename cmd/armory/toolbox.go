@@ -3,58 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/upstream"
-	"github.com/armory-dev/armory/world"
 )
-
-// openWithUpstreams loads the world named by --world. When it declares
-// mcp_servers, it opens the store (for the tool pins), starts the upstream
-// servers and gives their tools to the host; they are stopped when the
-// command ends (a.closeAll). A server that fails to start is a warning and
-// an explained reason, not an error.
-func (a *app) openWithUpstreams() (*roster.Roster, error) {
-	w, err := world.Load(a.world)
-	if err != nil {
-		return nil, err
-	}
-	if len(w.MCPServers) == 0 {
-		return roster.New(w, roster.Options{})
-	}
-	ctx := context.Background()
-	st, err := a.store(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	set, err := upstream.Start(ctx, w, upstream.Options{Pins: st, Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, func() { set.Close() })
-	h, err := roster.New(w, set.HostOptions(roster.Options{}))
-	if err != nil {
-		return nil, err
-	}
-	h.Warnings = append(h.Warnings, set.Warnings()...)
-	return h, nil
-}
-
-// closeAll releases what commands opened for their whole run (upstream
-// servers and their store), last opened first.
-func (a *app) closeAll() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-	a.closers = nil
-}
 
 // toolboxCmd is `armory toolbox pins list|accept`.
 func (a *app) toolboxCmd() *cobra.Command {
@@ -77,7 +33,7 @@ func (a *app) toolboxCmd() *cobra.Command {
 				server = args[0]
 			}
 			ctx := context.Background()
-			st, err := a.pinStore(ctx)
+			_, st, err := a.storeOnly(ctx)
 			if err != nil {
 				return err
 			}
@@ -111,7 +67,7 @@ func (a *app) toolboxCmd() *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			st, err := a.pinStore(ctx)
+			_, st, err := a.storeOnly(ctx)
 			if err != nil {
 				return err
 			}
@@ -151,14 +107,4 @@ func (a *app) toolboxCmd() *cobra.Command {
 	pins.AddCommand(list, accept)
 	c.AddCommand(pins)
 	return c
-}
-
-// pinStore opens the store of the world named by --world without starting
-// its upstream servers (closed when the command ends).
-func (a *app) pinStore(ctx context.Context) (store.Store, error) {
-	w, err := world.Load(a.world)
-	if err != nil {
-		return nil, err
-	}
-	return a.store(ctx, w)
 }
