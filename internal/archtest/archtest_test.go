@@ -31,6 +31,41 @@ var surfaces = []string{"server", "cmd/armory", "console"}
 
 var backends = []string{"store/sqlite", "store/postgres"}
 
+// layers are the module's packages from the bottom up (docs/design.md,
+// "Shape"): a package imports only packages of its layer or below (tests
+// may import anything the other rules allow). A package in no layer is an
+// error, so a new package is placed on purpose. internal/ holds test
+// support and is free.
+var layers = [][]string{
+	{""},
+	{"audit", "screen", "sandbox", "netguard", "compact", "example"},
+	{"world"},
+	{"access", "registry"},
+	{"store"},
+	{"builtin", "toolbox"},
+	{"roster"},
+	{"upstream", "audit/trail", "pipeline"},
+	{"engine"},
+	rooms,
+	{"server"},
+	{"cmd/armory"},
+}
+
+// layer returns p's layer, the one of the longest entry p is under.
+func layer(p string) (int, bool) {
+	best, n := -1, -1
+	for i, l := range layers {
+		for _, e := range l {
+			if (e == "" && p == "") || (e != "" && under(p, e)) {
+				if len(e) > n {
+					best, n = i, len(e)
+				}
+			}
+		}
+	}
+	return best, best >= 0
+}
+
 // rel is p relative to the module ("" for the root package), or p itself
 // for a package outside the module.
 func rel(p string) (string, bool) {
@@ -58,6 +93,10 @@ func check(pkgs []pkg) []string {
 		if !ok {
 			continue
 		}
+		fromLayer, placed := layer(from)
+		if !placed && !under(from, "internal") {
+			bad = append(bad, from+": in no layer (add it to layers and to docs/design.md, \"Shape\")")
+		}
 		test := append(slices.Clone(p.TestImports), p.XTestImports...)
 		for _, imp := range append(slices.Clone(p.Imports), test...) {
 			to, ok := rel(imp)
@@ -82,6 +121,9 @@ func check(pkgs []pkg) []string {
 				why = "console reaches the runtime over the REST API only"
 			case isRoom(to) && !isRoom(from) && from != "server" && from != "cmd/armory" && !inTest:
 				why = "the core never imports a room (rooms plug into the engine)"
+			}
+			if toLayer, ok := layer(to); why == "" && placed && ok && !inTest && toLayer > fromLayer {
+				why = "a package imports only its layer or below"
 			}
 			if why != "" {
 				bad = append(bad, from+" imports "+to+": "+why)
@@ -158,6 +200,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		{"console imports the pipeline", pkg{ImportPath: m("console"), Imports: []string{m("pipeline")}}, "console reaches the runtime"},
 		{"engine imports services", pkg{ImportPath: m("engine"), Imports: []string{m("services")}}, "the core never imports a room"},
 		{"something imports cmd", pkg{ImportPath: m("engine"), Imports: []string{m("cmd/armory/internal")}}, "nothing imports cmd"},
+		{"roster imports the pipeline", pkg{ImportPath: m("roster"), Imports: []string{m("pipeline")}}, "its layer or below"},
+		{"world imports the store", pkg{ImportPath: m("world"), Imports: []string{m("store")}}, "its layer or below"},
+		{"a package in no layer", pkg{ImportPath: m("newthing")}, "in no layer"},
 	} {
 		got := check([]pkg{tc.p})
 		if len(got) != 1 || !strings.Contains(got[0], tc.want) {
