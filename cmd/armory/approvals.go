@@ -10,6 +10,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -17,46 +18,33 @@ func (a *app) approvalsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "approvals", Short: "List, show and decide approval requests (as the human)"}
 	var status, agent string
 	var asJSON, diffOnly bool
-	list := &cobra.Command{
+	list := a.storeCmd(&cobra.Command{
 		Use:   "list",
 		Short: "Approval requests, oldest first (default: open ones: pending and escalated)",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
+		var out []*store.Approval
+		statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
+		if status != "" {
+			statuses = []store.ApprovalStatus{store.ApprovalStatus(status)}
+			if !statuses[0].Valid() {
+				return usageErr("--status must be pending, escalated, approved, denied or expired")
+			}
+		}
+		for _, s := range statuses {
+			as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Agent: agent, Limit: store.MaxLimit})
 			if err != nil {
-				return err
+				return armory.E("approvals", armory.KindUnavailable, "cannot list approvals", err)
 			}
-			var out []*store.Approval
-			statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
-			if status != "" {
-				statuses = []store.ApprovalStatus{store.ApprovalStatus(status)}
-				if !statuses[0].Valid() {
-					return usageErr("--status must be pending, escalated, approved, denied or expired")
-				}
-			}
-			for _, s := range statuses {
-				as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Agent: agent, Limit: store.MaxLimit})
-				if err != nil {
-					return armory.E("approvals", armory.KindUnavailable, "cannot list approvals", err)
-				}
-				out = append(out, as...)
-			}
-			if asJSON {
-				if out == nil {
-					out = []*store.Approval{}
-				}
-				return a.printJSON(out)
-			}
-			if len(out) == 0 {
-				fmt.Fprintln(a.stdout, "no approval requests")
-			}
-			for _, ap := range out {
-				fmt.Fprintf(a.stdout, "%s  %-9s %-10s %s → %s %s  (%s; route %s)\n", ap.ID, ap.Status, ap.Level, ap.Agent, ap.Tool, string(ap.Args), ap.CreatedAt.Format("2006-01-02 15:04:05"), ap.Route)
-			}
-			return nil
-		},
-	}
+			out = append(out, as...)
+		}
+		if len(out) == 0 && !asJSON {
+			fmt.Fprintln(a.stdout, "no approval requests")
+		}
+		return printList(a, asJSON, out, "", func(ap *store.Approval) string {
+			return fmt.Sprintf("%s  %-9s %-10s %s → %s %s  (%s; route %s)", ap.ID, ap.Status, ap.Level, ap.Agent, ap.Tool, string(ap.Args), ap.CreatedAt.Format("2006-01-02 15:04:05"), ap.Route)
+		})
+	})
 	list.Flags().StringVar(&status, "status", "", "only this status")
 	list.Flags().StringVar(&agent, "agent", "", "only this agent's requests")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -168,97 +167,72 @@ func (a *app) tokenCmd() *cobra.Command {
 	c := &cobra.Command{Use: "token", Short: "Create, list and revoke the server's bearer tokens"}
 	var admin bool
 	var name string
-	create := &cobra.Command{
+	create := a.storeCmd(&cobra.Command{
 		Use:   "create AGENT | create --admin",
 		Short: "Create a token for one agent (or an admin token) and print it once",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			agent := ""
-			switch {
-			case admin && len(args) == 0:
-			case !admin && len(args) == 1:
-				agent = args[0]
-			default:
+		Args: func(_ *cobra.Command, args []string) error {
+			if admin == (len(args) == 1) || len(args) > 1 {
 				return usageErr("token create takes AGENT, or --admin and no argument")
 			}
-			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			if agent != "" {
-				if _, err := h.Agent(agent); err != nil {
-					return err
-				}
-			}
-			secret, t, err := server.CreateToken(ctx, st, agent, admin, name)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, secret)
-			scope := "admin"
-			if !admin {
-				scope = "agent " + agent
-			}
-			fmt.Fprintf(a.stderr, "token %s (%s) created; it is shown only now\n", t.ID, scope)
 			return nil
 		},
-	}
+	}, func(ctx context.Context, h *roster.Roster, st store.Store, args []string) error {
+		agent := ""
+		if !admin {
+			agent = args[0]
+		}
+		if agent != "" {
+			if _, err := h.Agent(agent); err != nil {
+				return err
+			}
+		}
+		secret, t, err := server.CreateToken(ctx, st, agent, admin, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, secret)
+		scope := "admin"
+		if !admin {
+			scope = "agent " + agent
+		}
+		fmt.Fprintf(a.stderr, "token %s (%s) created; it is shown only now\n", t.ID, scope)
+		return nil
+	})
 	create.Flags().BoolVar(&admin, "admin", false, "an admin token (reaches every agent and the admin API)")
 	create.Flags().StringVar(&name, "name", "", "a note to tell tokens apart")
 	var asJSON bool
-	list := &cobra.Command{
+	list := a.storeCmd(&cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
+		ts, err := st.ListTokens(ctx)
+		if err != nil {
+			return store.Err("token list", err)
+		}
+		return printList(a, asJSON, ts, "ID\tSCOPE\tCREATED\tSTATE\tNAME", func(t *store.Token) string {
+			scope, state := "agent:"+t.Agent, "active"
+			if t.Admin {
+				scope = "admin"
 			}
-			ts, err := st.ListTokens(ctx)
-			if err != nil {
-				return store.Err("token list", err)
+			if !t.RevokedAt.IsZero() {
+				state = "revoked " + t.RevokedAt.Format(time.RFC3339)
 			}
-			if asJSON {
-				if ts == nil {
-					ts = []*store.Token{}
-				}
-				return a.printJSON(ts)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSCOPE\tCREATED\tSTATE\tNAME")
-			for _, t := range ts {
-				scope, state := "agent:"+t.Agent, "active"
-				if t.Admin {
-					scope = "admin"
-				}
-				if !t.RevokedAt.IsZero() {
-					state = "revoked " + t.RevokedAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, scope, t.CreatedAt.Format(time.RFC3339), state, t.Name)
-			}
-			return tw.Flush()
-		},
-	}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.ID, scope, t.CreatedAt.Format(time.RFC3339), state, t.Name)
+		})
+	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	revoke := &cobra.Command{
+	revoke := a.storeCmd(&cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token; it stops working at once in every server on this store (after --token-cache-ttl, if a server sets one)",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			if err := st.RevokeToken(ctx, args[0]); err != nil {
-				return store.Err("token revoke", err)
-			}
-			fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])
-			return nil
-		},
-	}
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+		if err := st.RevokeToken(ctx, args[0]); err != nil {
+			return store.Err("token revoke", err)
+		}
+		fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])
+		return nil
+	})
 	c.AddCommand(create, list, revoke)
 	return c
 }

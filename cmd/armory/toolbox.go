@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -23,86 +23,65 @@ func (a *app) toolboxCmd() *cobra.Command {
 			"accepts it here; restart armory serve (or run the next command) to offer it again.",
 	}
 	var asJSON bool
-	list := &cobra.Command{
+	list := a.storeCmd(&cobra.Command{
 		Use:   "list [SERVER]",
 		Short: "List pins; CHANGED marks a definition withheld until accepted",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			server := ""
-			if len(args) == 1 {
-				server = args[0]
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+		server := ""
+		if len(args) == 1 {
+			server = args[0]
+		}
+		ps, err := st.ListPins(ctx, server)
+		if err != nil {
+			return store.Err("toolbox pins list", err)
+		}
+		return printList(a, asJSON, ps, "SERVER\tTOOL\tSTATE\tPINNED\tSINCE\tPENDING", func(p *store.ToolPin) string {
+			state, pending := "pinned", ""
+			if p.PendingHash != "" {
+				state, pending = "CHANGED", p.PendingHash[:16]+" seen "+p.PendingAt.Format(time.RFC3339)
 			}
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			ps, err := st.ListPins(ctx, server)
-			if err != nil {
-				return store.Err("toolbox pins list", err)
-			}
-			if asJSON {
-				if ps == nil {
-					ps = []*store.ToolPin{}
-				}
-				return a.printJSON(ps)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SERVER\tTOOL\tSTATE\tPINNED\tSINCE\tPENDING")
-			for _, p := range ps {
-				state, pending := "pinned", ""
-				if p.PendingHash != "" {
-					state, pending = "CHANGED", p.PendingHash[:16]+" seen "+p.PendingAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Server, p.Tool, state, p.Hash[:16], p.PinnedAt.Format(time.RFC3339), pending)
-			}
-			return tw.Flush()
-		},
-	}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", p.Server, p.Tool, state, p.Hash[:16], p.PinnedAt.Format(time.RFC3339), pending)
+		})
+	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON, with the pinned and the pending definitions")
 	var hash string
-	accept := &cobra.Command{
+	accept := a.storeCmd(&cobra.Command{
 		Use:   "accept SERVER [TOOL]",
 		Short: "Accept the changed definition of TOOL (or of every changed tool of SERVER)",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+		server := args[0]
+		var todo []*store.ToolPin
+		if len(args) == 2 {
+			todo = []*store.ToolPin{{Server: server, Tool: args[1], PendingHash: hash}}
+		} else {
+			if hash != "" {
+				return usageErr("--hash needs a TOOL")
+			}
+			ps, err := st.ListPins(ctx, server)
 			if err != nil {
-				return err
+				return store.Err("toolbox pins accept", err)
 			}
-			server := args[0]
-			var todo []*store.ToolPin
-			if len(args) == 2 {
-				todo = []*store.ToolPin{{Server: server, Tool: args[1], PendingHash: hash}}
-			} else {
-				if hash != "" {
-					return usageErr("--hash needs a TOOL")
-				}
-				ps, err := st.ListPins(ctx, server)
-				if err != nil {
-					return store.Err("toolbox pins accept", err)
-				}
-				for _, p := range ps {
-					if p.PendingHash != "" {
-						todo = append(todo, p) // accept exactly what was listed
-					}
-				}
-				if len(todo) == 0 {
-					return armory.E("toolbox pins accept", armory.KindConflict, fmt.Sprintf("no changed definition of a tool of server %q is pending (armory toolbox pins list %s)", server, server))
+			for _, p := range ps {
+				if p.PendingHash != "" {
+					todo = append(todo, p) // accept exactly what was listed
 				}
 			}
-			for _, p := range todo {
-				got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
-				if err != nil {
-					return store.Err("toolbox pins accept", err)
-				}
-				fmt.Fprintf(a.stdout, "accepted %s/%s (sha256 %s)\n", got.Server, got.Tool, got.Hash)
+			if len(todo) == 0 {
+				return armory.E("toolbox pins accept", armory.KindConflict, fmt.Sprintf("no changed definition of a tool of server %q is pending (armory toolbox pins list %s)", server, server))
 			}
-			fmt.Fprintln(a.stderr, "restart armory serve (or run the next command) to offer the accepted tools")
-			return nil
-		},
-	}
+		}
+		for _, p := range todo {
+			got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
+			if err != nil {
+				return store.Err("toolbox pins accept", err)
+			}
+			fmt.Fprintf(a.stdout, "accepted %s/%s (sha256 %s)\n", got.Server, got.Tool, got.Hash)
+		}
+		fmt.Fprintln(a.stderr, "restart armory serve (or run the next command) to offer the accepted tools")
+		return nil
+	})
 	accept.Flags().StringVar(&hash, "hash", "", "accept only if the pending definition has this SHA-256 (from pins list --json)")
 	pins.AddCommand(list, accept)
 	c.AddCommand(pins)

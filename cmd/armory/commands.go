@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/store"
+)
+
+// agentCmd is a command about one agent (its one argument, AGENT in use):
+// run gets the world, loaded with its tools, and the agent.
+func (a *app) agentCmd(use, short string, run func(h *roster.Roster, ag *roster.Agent) error) *cobra.Command {
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  exactArgs("AGENT"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			h, ag, err := a.openAgent(args[0])
+			if err != nil {
+				return err
+			}
+			return run(h, ag)
+		},
+	}
+}
+
+// storeCmd sets c to run over the world's store (engine.StoreOnly: no
+// upstream servers, no pipeline): run gets the world and the store.
+func (a *app) storeCmd(c *cobra.Command, run func(ctx context.Context, h *roster.Roster, st store.Store, args []string) error) *cobra.Command {
+	c.RunE = func(_ *cobra.Command, args []string) error {
+		ctx := context.Background()
+		h, st, err := a.storeOnly(ctx)
+		if err != nil {
+			return err
+		}
+		return run(ctx, h, st, args)
+	}
+	return c
+}
+
+// printList prints rows as a JSON array (empty, not null, for none) or,
+// as text, one line a row: under header in aligned columns (line's fields
+// separated by tabs), or as they are when header is "".
+func printList[T any](a *app, asJSON bool, rows []T, header string, line func(T) string) error {
+	if asJSON {
+		if rows == nil {
+			rows = []T{}
+		}
+		return a.printJSON(rows)
+	}
+	if header == "" {
+		for _, r := range rows {
+			fmt.Fprintln(a.stdout, line(r))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, line(r))
+	}
+	return tw.Flush()
+}
