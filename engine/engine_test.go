@@ -17,7 +17,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 )
@@ -72,15 +72,6 @@ func upstreamWorld(t *testing.T) (dir, pidFile string) {
 		}
 	}
 	return dir, pidFile
-}
-
-func exampleWorld(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
 }
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
@@ -184,7 +175,7 @@ func (m *probe) Close() error {
 func TestModulesCloseInReverseOrderBeforeTheStore(t *testing.T) {
 	var log []string
 	a, b := &probe{name: "a", log: &log}, &probe{name: "b", log: &log}
-	e, err := engine.Open(context.Background(), engine.Options{World: exampleWorld(t), Modules: []engine.Module{a, b}})
+	e, err := engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Modules: []engine.Module{a, b}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +201,7 @@ func TestOpenFailureReleasesWhatItOpened(t *testing.T) {
 	var log []string
 	boom := errors.New("boom")
 	a, b, c := &probe{name: "a", log: &log}, &probe{name: "b", log: &log, fail: boom}, &probe{name: "c", log: &log}
-	_, err := engine.Open(context.Background(), engine.Options{World: exampleWorld(t), Modules: []engine.Module{a, b, c}})
+	_, err := engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Modules: []engine.Module{a, b, c}})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "module b") {
 		t.Fatalf("Open: %v", err)
 	}
@@ -223,7 +214,7 @@ func TestOpenFailureReleasesWhatItOpened(t *testing.T) {
 	// A world error (a duplicate tool from a module) also releases them.
 	log = nil
 	dup := &probe{name: "d", log: &log, tools: []armory.Tool{dupTool{}}}
-	_, err = engine.Open(context.Background(), engine.Options{World: exampleWorld(t), Modules: []engine.Module{dup}})
+	_, err = engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Modules: []engine.Module{dup}})
 	if err == nil || !slices.Equal(log, []string{"provision d", "close d"}) {
 		t.Fatalf("Open with a duplicate tool: %v, lifecycle %v", err, log)
 	}
@@ -250,7 +241,7 @@ func TestSkip(t *testing.T) {
 	ctx := context.Background()
 	var log []string
 	m := &probe{name: "m", log: &log}
-	e, err := engine.Open(ctx, engine.Options{World: exampleWorld(t), Skip: engine.StoreOnly, Modules: []engine.Module{m}})
+	e, err := engine.Open(ctx, engine.Options{World: testenv.ExampleWorld(t), Skip: engine.StoreOnly, Modules: []engine.Module{m}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +250,7 @@ func TestSkip(t *testing.T) {
 	}
 	e.Close()
 
-	dir := exampleWorld(t)
+	dir := testenv.ExampleWorld(t)
 	e, err = engine.Open(ctx, engine.Options{World: dir, Skip: engine.Store | engine.Trail | engine.Pipeline})
 	if err != nil {
 		t.Fatal(err)
@@ -288,13 +279,13 @@ func TestSkip(t *testing.T) {
 // events until they unsubscribe.
 func TestGivenStoreAndSubscribe(t *testing.T) {
 	ctx := context.Background()
-	first, err := engine.Open(ctx, engine.Options{World: exampleWorld(t), Skip: engine.StoreOnly})
+	first, err := engine.Open(ctx, engine.Options{World: testenv.ExampleWorld(t), Skip: engine.StoreOnly})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.Close()
 	st := first.Store()
-	e, err := engine.Open(ctx, engine.Options{World: exampleWorld(t), Store: st, Skip: engine.Trail})
+	e, err := engine.Open(ctx, engine.Options{World: testenv.ExampleWorld(t), Store: st, Skip: engine.Trail})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 )
@@ -43,7 +44,7 @@ func (e *env) call(t *testing.T, token, agent, body string) restOutcome {
 // works in the arguments and in the REST field, and is audited.
 func TestReplicasRepetitionPostgres(t *testing.T) {
 	dsn := postgresSchema(t)
-	dir := exampleWorld(t)
+	dir := testenv.ExampleWorld(t)
 	ctx := context.Background()
 	var reps []*env
 	for range 2 {

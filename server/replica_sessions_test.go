@@ -3,15 +3,12 @@ package server_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
@@ -43,18 +40,7 @@ func startReplica(t *testing.T, worldDir, dsn string) *replica {
 // A client that does not name it starts fresh caps.
 func TestMCPSessionContinuesOnAnotherReplica(t *testing.T) {
 	dsn := postgresSchema(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "world-config.yaml")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, append(b, "\nlimits:\n  tool_invocations: 3\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ExampleWorld(t, "limits:\n  tool_invocations: 3")
 	a := startReplica(t, dir, dsn)
 	bb := startReplica(t, dir, dsn)
 	tok, _, err := server.CreateToken(context.Background(), a.st, "architect", false, "test")

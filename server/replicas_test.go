@@ -11,7 +11,7 @@ import (
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
 )
@@ -32,10 +32,7 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 // verified against the store.
 func TestReplicasShareEventsAndTrail(t *testing.T) {
 	dsn := postgresSchema(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ExampleWorld(t)
 	a, fa := startTrailReplica(t, dir, dsn)
 	b, fb := startTrailReplica(t, dir, dsn)
 	admin, err := server.EnsureAdminToken(context.Background(), a.st)

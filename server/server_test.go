@@ -23,7 +23,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/roster"
@@ -76,21 +76,11 @@ func serve(t *testing.T, eopts engine.Options, opts server.Options) *env {
 	return &env{t: t, eng: eng, h: eng.Roster(), st: eng.Store(), srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
 }
 
-// exampleWorld writes the example world into a new folder and returns it.
-func exampleWorld(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // start serves the example world on a SQLite store, with an admin token.
 func start(t *testing.T, opts server.Options) *env {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "armory.db")
-	e := serve(t, engine.Options{World: exampleWorld(t), DB: db}, opts)
+	e := serve(t, engine.Options{World: testenv.ExampleWorld(t), DB: db}, opts)
 	admin, err := server.EnsureAdminToken(context.Background(), e.st)
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)

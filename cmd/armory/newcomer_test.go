@@ -287,9 +287,8 @@ func TestCLINetworkAllowList(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "INTRANET-PAGE") }))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	w := initWorld(t)
+	w := initWorld(t, "network:\n  allow: [docs.example.com, \"*.wikipedia.org:443\"]")
 	env := []string{"ARMORY_WORLD=" + w}
-	appendFile(t, filepath.Join(w, "world-config.yaml"), "\nnetwork:\n  allow: [docs.example.com, \"*.wikipedia.org:443\"]\n")
 	appendFile(t, filepath.Join(w, "archetype", "researcher", "config.md"), "\n## Network\n- 127.0.0.1:"+port+"\n- docs.example.com\n")
 	url := `{"url":"http://127.0.0.1:` + port + `/"}`
 

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // A command opens one store, however many parts need it: with upstream MCP
@@ -15,21 +13,9 @@ import (
 // opened twice, once for the pins and once for the pipeline), and it is
 // closed once, when the command ends.
 func TestOneStorePerCommand(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "world-config.yaml")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// A server that cannot start is a warning: the command goes on, and
 	// the store was opened for its pins all the same.
-	b = append(b, []byte("\nmcp_servers:\n  broken:\n    command: [/nonexistent/server]\n")...)
-	if err := os.WriteFile(cfg, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ExampleWorld(t, "mcp_servers:\n  broken:\n    command: [/nonexistent/server]")
 	a := &app{world: dir, stdout: io.Discard, stderr: io.Discard}
 	ctx := context.Background()
 	p, err := a.pipeline(ctx)
