@@ -198,14 +198,21 @@ func regNames(t *testing.T, h *roster.Roster, id string) []string {
 	return out
 }
 
-func callText(r *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
+// callText is the text of an MCP result.
+func callText(r *mcp.CallToolResult) string { return server.CallResultText(r) }
+
+// listTools lists cs's tools and their names, in the order listed.
+func listTools(t *testing.T, ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, []string) {
+	t.Helper()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return b.String()
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return res.Tools, names
 }
 
 func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
@@ -213,13 +220,8 @@ func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 	ctx := ctx30(t)
 	for _, id := range []string{"architect", "reviewer", "intern"} {
 		cs := e.mcp(id, e.token(id), nil)
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tl := range res.Tools {
-			names = append(names, tl.Name)
+		tools, names := listTools(t, ctx, cs)
+		for _, tl := range tools {
 			if tl.Annotations == nil || tl.InputSchema == nil || tl.Description == "" {
 				t.Errorf("%s/%s: missing annotations, schema or description", id, tl.Name)
 			}
@@ -230,7 +232,7 @@ func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 		if !slices.IsSorted(names) {
 			t.Errorf("%s: not sorted: %v", id, names)
 		}
-		for _, tl := range res.Tools {
+		for _, tl := range tools {
 			switch tl.Name {
 			case "workspace.read":
 				if !tl.Annotations.ReadOnlyHint || *tl.Annotations.DestructiveHint {
@@ -812,17 +814,7 @@ func TestMCPToolsRegisteredAtRunTime(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	other := e.mcp("reviewer", e.token("reviewer"), nil)
-	names := func(cs *mcp.ClientSession) []string {
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, tl := range res.Tools {
-			out = append(out, tl.Name)
-		}
-		return out
-	}
+	names := func(cs *mcp.ClientSession) []string { _, n := listTools(t, ctx, cs); return n }
 	if slices.Contains(names(cs), "skill.echo") {
 		t.Fatal("listed before it was registered")
 	}

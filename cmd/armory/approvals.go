@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
@@ -48,29 +47,23 @@ func (a *app) approvalsCmd() *cobra.Command {
 	list.Flags().StringVar(&status, "status", "", "only this status")
 	list.Flags().StringVar(&agent, "agent", "", "only this agent's requests")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	show := &cobra.Command{
+	show := a.pipelineCmd(&cobra.Command{
 		Use:   "show ID",
 		Short: "One approval request as JSON (a file change with its unified diff against the file now)",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			p, err := a.reader(ctx)
-			if err != nil {
-				return err
-			}
-			ap, err := p.Store().GetApproval(ctx, args[0])
-			if err != nil {
-				return store.Err("approvals show", err)
-			}
-			// With the unified diff of a file change against the file now.
-			v := pipeline.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
-			if diffOnly {
-				fmt.Fprint(a.stdout, v.Diff)
-				return nil
-			}
-			return a.printJSON(v)
-		},
-	}
+	}, false, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
+		ap, err := p.Store().GetApproval(ctx, args[0])
+		if err != nil {
+			return store.Err("approvals show", err)
+		}
+		// With the unified diff of a file change against the file now.
+		v := pipeline.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
+		if diffOnly {
+			fmt.Fprint(a.stdout, v.Diff)
+			return nil
+		}
+		return a.printJSON(v)
+	})
 	show.Flags().BoolVar(&diffOnly, "diff", false, "print only the diff of a file change, as plain text")
 	c.AddCommand(list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
 	return c
@@ -78,26 +71,19 @@ func (a *app) approvalsCmd() *cobra.Command {
 
 func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command {
 	var reason string
-	cmd := &cobra.Command{
+	cmd := a.pipelineCmd(&cobra.Command{
 		Use:   verb + " ID [--reason TEXT]",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " an approval request (decided_by: human)",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			// The one decision path (pipeline.Pipeline.Decide): it checks,
-			// records and audits the decision, which the trail copies.
-			e, err := a.engine(ctx, engine.Modules)
-			if err != nil {
-				return err
-			}
-			p := e.Pipeline()
-			if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
-			return nil
-		},
-	}
+	}, true, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
+		// The one decision path (pipeline.Pipeline.Decide): it checks,
+		// records and audits the decision, which the trail copies.
+		if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
+		return nil
+	})
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
 	return cmd
 }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 )
@@ -31,13 +33,34 @@ func (a *app) agentCmd(use, short string, run func(h *roster.Roster, ag *roster.
 // storeCmd sets c to run over the world's store (engine.StoreOnly: no
 // upstream servers, no pipeline): run gets the world and the store.
 func (a *app) storeCmd(c *cobra.Command, run func(ctx context.Context, h *roster.Roster, st store.Store, args []string) error) *cobra.Command {
+	return a.engineCmd(c, engine.StoreOnly, func(ctx context.Context, e *engine.Engine, args []string) error {
+		return run(ctx, e.Roster(), e.Store(), args)
+	})
+}
+
+// pipelineCmd sets c to run with a pipeline over the world's store that
+// runs no tool (no upstream servers); trail says whether what it audits is
+// copied to the JSONL trail (a decision is; a read needs no follower).
+func (a *app) pipelineCmd(c *cobra.Command, trail bool, run func(ctx context.Context, p *pipeline.Pipeline, args []string) error) *cobra.Command {
+	skip := engine.Modules | engine.Trail
+	if trail {
+		skip = engine.Modules
+	}
+	return a.engineCmd(c, skip, func(ctx context.Context, e *engine.Engine, args []string) error {
+		return run(ctx, e.Pipeline(), args)
+	})
+}
+
+// engineCmd sets c to open the command's engine without the parts in skip
+// and then run.
+func (a *app) engineCmd(c *cobra.Command, skip engine.Part, run func(ctx context.Context, e *engine.Engine, args []string) error) *cobra.Command {
 	c.RunE = func(_ *cobra.Command, args []string) error {
 		ctx := context.Background()
-		h, st, err := a.storeOnly(ctx)
+		e, err := a.engine(ctx, skip)
 		if err != nil {
 			return err
 		}
-		return run(ctx, h, st, args)
+		return run(ctx, e, args)
 	}
 	return c
 }

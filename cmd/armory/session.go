@@ -15,23 +15,17 @@ import (
 
 func (a *app) sessionCmd() *cobra.Command {
 	c := &cobra.Command{Use: "session", Short: "Show, extend and reset a session's safety caps"}
-	show := &cobra.Command{
+	show := a.pipelineCmd(&cobra.Command{
 		Use:   "show SESSION",
 		Short: "The session's state, start, last activity, counters and enforced limits as JSON (AGENT:default: the current unnamed session)",
 		Args:  exactArgs("SESSION"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			p, err := a.reader(ctx)
-			if err != nil {
-				return err
-			}
-			out, err := sessionShow(ctx, p, args[0])
-			if err != nil {
-				return store.Err("session show", err)
-			}
-			return a.printJSON(out)
-		},
-	}
+	}, false, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
+		out, err := sessionShow(ctx, p, args[0])
+		if err != nil {
+			return store.Err("session show", err)
+		}
+		return a.printJSON(out)
+	})
 	extend := &cobra.Command{
 		Use:   "extend SESSION LIMIT N",
 		Short: "Raise a cap of the session to N (session_runtime takes a duration such as 30m)",
