@@ -24,16 +24,7 @@ func TestToolsOneViewREST_MCP(t *testing.T) {
 	want := []string{"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}
 
 	tok := e.token("warden")
-	status, body, _ := e.do("GET", "/api/agents/warden/tools", tok, "")
-	var short []server.ToolEntry
-	if status != 200 || json.Unmarshal([]byte(body), &short) != nil {
-		t.Fatalf("tools: %d %s", status, body)
-	}
-	var names []string
-	for _, x := range short {
-		names = append(names, x.Name)
-	}
-	if !slices.Equal(names, want) {
+	if names := e.restTools("warden", tok); !slices.Equal(names, want) {
 		t.Errorf("REST tools = %v, want %v", names, want)
 	}
 

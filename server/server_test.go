@@ -198,6 +198,22 @@ func regNames(t *testing.T, h *roster.Roster, id string) []string {
 	return out
 }
 
+// restTools lists an agent's tools over REST (GET /api/agents/ID/tools)
+// and returns their names.
+func (e *env) restTools(agent, token string) []string {
+	e.t.Helper()
+	status, body, _ := e.do("GET", "/api/agents/"+agent+"/tools", token, "")
+	var tools []server.ToolEntry
+	if status != 200 || json.Unmarshal([]byte(body), &tools) != nil {
+		e.t.Fatalf("tools: %d %s", status, body)
+	}
+	var names []string
+	for _, x := range tools {
+		names = append(names, x.Name)
+	}
+	return names
+}
+
 // callText is the text of an MCP result.
 func callText(r *mcp.CallToolResult) string { return server.CallResultText(r) }
 
@@ -608,16 +624,7 @@ func TestREST(t *testing.T) {
 		}
 	}
 
-	status, body, _ = e.do("GET", "/api/agents/reviewer/tools", rev, "")
-	var tools []server.ToolEntry
-	if status != 200 || json.Unmarshal([]byte(body), &tools) != nil {
-		t.Fatalf("tools: %d %s", status, body)
-	}
-	var names []string
-	for _, x := range tools {
-		names = append(names, x.Name)
-	}
-	if !slices.Equal(names, regNames(t, e.h, "reviewer")) {
+	if names := e.restTools("reviewer", rev); !slices.Equal(names, regNames(t, e.h, "reviewer")) {
 		t.Errorf("tools %v", names)
 	}
 	status, body, hdr := e.do("GET", "/api/agents/architect/tools/brief", e.admin, "")

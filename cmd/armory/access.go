@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/armory-dev/armory/roster"
 	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory/roster"
 )
 
 func (a *app) accessCmd() *cobra.Command {
-	c := &cobra.Command{Use: "access", Short: "Show and explain access policy"}
 	var showJSON bool
 	show := a.agentCmd("show AGENT", "The agent's access mode, groups, overrides, granted privileged tools and every tool it sees",
 		func(h *roster.Roster, ag *roster.Agent) error {
@@ -58,8 +58,7 @@ func (a *app) accessCmd() *cobra.Command {
 		},
 	}
 	explain.Flags().BoolVar(&explainJSON, "json", false, "print JSON")
-	c.AddCommand(show, explain)
-	return c
+	return group("access", "Show and explain access policy", show, explain)
 }
 
 func list(xs []string) string {

@@ -14,7 +14,6 @@ import (
 )
 
 func (a *app) approvalsCmd() *cobra.Command {
-	c := &cobra.Command{Use: "approvals", Short: "List, show and decide approval requests (as the human)"}
 	var status, agent string
 	var asJSON, diffOnly bool
 	list := a.storeCmd(&cobra.Command{
@@ -65,8 +64,8 @@ func (a *app) approvalsCmd() *cobra.Command {
 		return a.printJSON(v)
 	})
 	show.Flags().BoolVar(&diffOnly, "diff", false, "print only the diff of a file change, as plain text")
-	c.AddCommand(list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
-	return c
+	return group("approvals", "List, show and decide approval requests (as the human)",
+		list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
 }
 
 func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command {

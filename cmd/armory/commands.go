@@ -13,6 +13,13 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
+// group is a command group: use and short, and its subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{Use: use, Short: short}
+	c.AddCommand(subs...)
+	return c
+}
+
 // agentCmd is a command about one agent (its one argument, AGENT in use):
 // run gets the world, loaded with its tools, and the agent.
 func (a *app) agentCmd(use, short string, run func(h *roster.Roster, ag *roster.Agent) error) *cobra.Command {

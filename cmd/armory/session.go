@@ -14,7 +14,6 @@ import (
 )
 
 func (a *app) sessionCmd() *cobra.Command {
-	c := &cobra.Command{Use: "session", Short: "Show, extend and reset a session's safety caps"}
 	show := a.pipelineCmd(&cobra.Command{
 		Use:   "show SESSION",
 		Short: "The session's state, start, last activity, counters and enforced limits as JSON (AGENT:default: the current unnamed session)",
@@ -85,8 +84,7 @@ func (a *app) sessionCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(show, extend, reset)
-	return c
+	return group("session", "Show, extend and reset a session's safety caps", show, extend, reset)
 }
 
 // sessionArg opens the store and resolves the session a human named

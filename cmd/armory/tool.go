@@ -10,7 +10,6 @@ import (
 )
 
 func (a *app) toolCmd() *cobra.Command {
-	t := &cobra.Command{Use: "tool", Short: "Show an agent's tools"}
 	var long bool
 	listCmd := a.agentCmd("list AGENT", "JSON array of {name, description}, sorted by name (--long: danger, capabilities, permission, source)",
 		func(h *roster.Roster, ag *roster.Agent) error {
@@ -28,15 +27,14 @@ func (a *app) toolCmd() *cobra.Command {
 			return a.printJSON(out)
 		})
 	listCmd.Flags().BoolVar(&long, "long", false, "also each tool's danger, capabilities, category, permission level for this agent and source")
-	t.AddCommand(listCmd)
-	t.AddCommand(a.agentCmd("brief AGENT", "One \"- name: description\" line per tool", func(_ *roster.Roster, ag *roster.Agent) error {
+	brief := a.agentCmd("brief AGENT", "One \"- name: description\" line per tool", func(_ *roster.Roster, ag *roster.Agent) error {
 		fmt.Fprint(a.stdout, registry.Brief(ag.Registry.Specs()))
 		return nil
-	}))
-	t.AddCommand(a.agentCmd("prompt AGENT", "The <tools> block of the agent's prompt, with the policy text of its toolkits", func(h *roster.Roster, ag *roster.Agent) error {
+	})
+	prompt := a.agentCmd("prompt AGENT", "The <tools> block of the agent's prompt, with the policy text of its toolkits", func(h *roster.Roster, ag *roster.Agent) error {
 		fmt.Fprint(a.stdout, h.Briefing(ag))
 		return nil
-	}))
+	})
 	var format string
 	specs := a.agentCmd("specs AGENT", "Tool specs as JSON for --format openai, anthropic or mcp", func(_ *roster.Roster, ag *roster.Agent) error {
 		if format != "openai" && format != "anthropic" && format != "mcp" {
@@ -59,6 +57,5 @@ func (a *app) toolCmd() *cobra.Command {
 		return nil
 	})
 	specs.Flags().StringVar(&format, "format", "openai", "openai, anthropic or mcp")
-	t.AddCommand(specs)
-	return t
+	return group("tool", "Show an agent's tools", listCmd, brief, prompt, specs)
 }

@@ -14,7 +14,6 @@ import (
 
 // toolboxCmd is `armory toolbox pins list|accept`.
 func (a *app) toolboxCmd() *cobra.Command {
-	c := &cobra.Command{Use: "toolbox", Short: "Manage toolboxes: the pinned definitions of upstream MCP tools"}
 	pins := &cobra.Command{
 		Use:   "pins",
 		Short: "List and accept the pinned definitions of upstream MCP tools",
@@ -84,6 +83,5 @@ func (a *app) toolboxCmd() *cobra.Command {
 	})
 	accept.Flags().StringVar(&hash, "hash", "", "accept only if the pending definition has this SHA-256 (from pins list --json)")
 	pins.AddCommand(list, accept)
-	c.AddCommand(pins)
-	return c
+	return group("toolbox", "Manage toolboxes: the pinned definitions of upstream MCP tools", pins)
 }
