@@ -217,26 +217,12 @@ func (e *env) restTools(agent, token string) []string {
 // callText is the text of an MCP result.
 func callText(r *mcp.CallToolResult) string { return server.CallResultText(r) }
 
-// listTools lists cs's tools and their names, in the order listed.
-func listTools(t *testing.T, ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, []string) {
-	t.Helper()
-	res, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
-	}
-	return res.Tools, names
-}
-
 func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 	e := start(t, server.Options{})
 	ctx := ctx30(t)
 	for _, id := range []string{"architect", "reviewer", "intern"} {
 		cs := e.mcp(id, e.token(id), nil)
-		tools, names := listTools(t, ctx, cs)
+		tools, names := testenv.MCPTools(t, ctx, cs)
 		for _, tl := range tools {
 			if tl.Annotations == nil || tl.InputSchema == nil || tl.Description == "" {
 				t.Errorf("%s/%s: missing annotations, schema or description", id, tl.Name)
@@ -821,7 +807,7 @@ func TestMCPToolsRegisteredAtRunTime(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	other := e.mcp("reviewer", e.token("reviewer"), nil)
-	names := func(cs *mcp.ClientSession) []string { _, n := listTools(t, ctx, cs); return n }
+	names := func(cs *mcp.ClientSession) []string { _, n := testenv.MCPTools(t, ctx, cs); return n }
 	if slices.Contains(names(cs), "skill.echo") {
 		t.Fatal("listed before it was registered")
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -125,15 +126,7 @@ func TestCLIServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
-	}
-	if !slices.Equal(names, []string{"devtools.word-count", "workspace.read", "workspace.search"}) {
+	if _, names := testenv.MCPTools(t, ctx, cs); !slices.Equal(names, []string{"devtools.word-count", "workspace.read", "workspace.search"}) {
 		t.Fatalf("reviewer tools over MCP: %v", names)
 	}
 	cs.Close()

@@ -8,12 +8,14 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/armory-dev/armory/example"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Strict reports whether missing components must fail tests (CI=true).
@@ -66,4 +68,19 @@ func ExampleWorld(t testing.TB, config ...string) string {
 		}
 	}
 	return dir
+}
+
+// MCPTools lists the tools of an MCP session, and their names in the order
+// listed.
+func MCPTools(t testing.TB, ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, []string) {
+	t.Helper()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return res.Tools, names
 }
