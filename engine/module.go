@@ -35,7 +35,7 @@ type Validator interface {
 	Validate(r *roster.Roster) error
 }
 
-// Env is what a module gets to provision itself.
+// Env is what a module gets to provision itself; the engine builds it.
 type Env struct {
 	World  *world.World
 	Logger *slog.Logger
@@ -43,7 +43,14 @@ type Env struct {
 }
 
 // Store returns the engine's store, opening it if no part needed it yet.
-func (e Env) Store(ctx context.Context) (store.Store, error) { return e.store(ctx) }
+// Errors: KindUnavailable for a store that cannot be opened; KindInvalid
+// for an Env the engine did not build.
+func (e Env) Store(ctx context.Context) (store.Store, error) {
+	if e.store == nil {
+		return nil, armory.E("engine.Env.Store", armory.KindInvalid, "no engine behind this Env")
+	}
+	return e.store(ctx)
+}
 
 // Contribution is what a module adds to the catalog.
 type Contribution struct {
