@@ -966,3 +966,16 @@ func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason,
 		t.Fatalf("decision entry = %+v (args %s)", r, r.Args)
 	}
 }
+
+// A server needs the engine's pipeline: an engine opened without it is
+// refused, not served with a nil pipeline.
+func TestNewRefusesAnEngineWithoutPipeline(t *testing.T) {
+	eng, err := engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Skip: engine.StoreOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := server.New(eng, server.Options{}); armory.KindOf(err) != armory.KindInvalid {
+		t.Fatalf("New over an engine without pipeline: %v", err)
+	}
+}
