@@ -22,13 +22,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/pipeline"
-	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
-	"github.com/armory-dev/armory/upstream"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -112,43 +109,35 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hopts := roster.Options{Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
-	if cfg.upstream != "" || cfg.echoCommand != "" {
-		set, err := upstream.Start(context.Background(), w, upstream.Options{Pins: st})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if u := set.Unavailable(); len(u) > 0 {
-			b.Fatalf("upstream unavailable: %v", u)
-		}
-		b.Cleanup(func() { set.Close() })
-		hopts = set.HostOptions(hopts)
+	// As armory serve: the upstream servers pinned in the store and the
+	// JSONL trail in <world>/.armory/audit, a copy of the store's.
+	eopts := engine.Options{World: dir, Store: st, Builtins: append([]armory.Tool{noopTool{}}, cfg.builtins...)}
+	if cfg.noFileSink {
+		eopts.Skip = engine.Trail
 	}
-	h, err := roster.Open(dir, hopts)
+	eng, err := engine.Open(context.Background(), eopts)
 	if err != nil {
 		b.Fatal(err)
 	}
+	for tool, on := range map[string]bool{"mcp.up.noop": cfg.upstream != "", "mcp.echo.echo": cfg.echoCommand != ""} {
+		if on && !eng.Roster().Catalog.Has(tool) {
+			b.Fatalf("upstream tool %s unavailable: %v", tool, eng.Roster().Warnings)
+		}
+	}
+	h := eng.Roster()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg.opts.Addr = ln.Addr().String()
-	gopts := pipeline.Options{Store: st}
-	if !cfg.noFileSink {
-		// As armory serve: the JSONL trail in <world>/.armory/audit, a copy
-		// of the store's.
-		fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
-		b.Cleanup(func() { fol.Close(context.Background()) })
-		gopts.AfterAudit = fol.Committed
-	}
-	srv, err := server.New(h, gopts, cfg.opts)
+	srv, err := server.New(eng, cfg.opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
-	b.Cleanup(func() { cancel(); <-done; st.Close() })
+	b.Cleanup(func() { cancel(); <-done; eng.Close(); st.Close() })
 	token, _, err := server.CreateToken(context.Background(), st, "bench", false, "bench")
 	if err != nil {
 		b.Fatal(err)

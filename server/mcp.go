@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -352,4 +353,24 @@ func outcomeResult(o pipeline.Outcome, hasOutputSchema bool) *mcp.CallToolResult
 	o.Human = "" // for people at the CLI or REST API, not for the model
 	res.StructuredContent = o
 	return res
+}
+
+// execute runs c through the pipeline, the only way the server runs a
+// tool (MCP toolHandler above, REST handleCall), records metrics and
+// publishes call_finished. It is here, next to toolHandler, so that an MCP
+// call reads in one file of the server down to pipeline.Pipeline.Execute.
+func (s *Server) execute(ctx context.Context, c pipeline.Call) pipeline.Outcome {
+	s.calls.begin()
+	defer s.calls.end()
+	start := time.Now()
+	o := s.p.Execute(ctx, c)
+	tool := c.Tool
+	known := false
+	if ag, err := s.h.Agent(c.Agent); err == nil {
+		known = ag.Registry.Has(tool)
+	}
+	s.metrics.observe(known, tool, string(o.Status), time.Since(start))
+	s.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Time: time.Now(), Agent: c.Agent, Session: c.Session, Tool: tool,
+		ApprovalID: o.ApprovalID, Status: string(o.Status), Message: "call " + o.CallID})
+	return o
 }

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,25 +11,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/example"
-	"github.com/armory-dev/armory/pipeline"
-	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/store/postgres"
-	"github.com/armory-dev/armory/store/sqlite"
 )
-
-// serveOn starts a server for the world in dir on st (a replica when st
-// shares its database with another server's).
-func serveOn(t *testing.T, dir string, st store.Store) *env {
-	t.Helper()
-	h, err := roster.Open(dir, roster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return serveHost(t, h, pipeline.Options{Store: st}, server.Options{})
-}
 
 type restOutcome struct {
 	Status, Result, Human, Session string
@@ -59,19 +44,11 @@ func (e *env) call(t *testing.T, token, agent, body string) restOutcome {
 // works in the arguments and in the REST field, and is audited.
 func TestReplicasRepetitionPostgres(t *testing.T) {
 	dsn := postgresSchema(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ExampleWorld(t)
 	ctx := context.Background()
 	var reps []*env
 	for range 2 {
-		st, err := postgres.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		reps = append(reps, serveOn(t, dir, st))
+		reps = append(reps, serve(t, engine.Options{World: dir, DB: dsn}, server.Options{}))
 	}
 	token, _, err := server.CreateToken(ctx, reps[0].st, "scribe", false, "test")
 	if err != nil {
@@ -211,7 +188,7 @@ func TestMCPModelCanContinue(t *testing.T) {
 // An edit waiting for approval shows the change as a unified diff against
 // the file (REST approvals list); REST calls show the human what to do.
 func TestRESTApprovalDiff(t *testing.T) {
-	e := startEditConfirm(t)
+	e := start(t, server.Options{}) // the example world: workspace.edit is at level confirm for agents without a profile
 	tok := e.token("scribe")
 	if o := e.call(t, tok, "scribe", `{"tool":"workspace.write","args":{"path":"d.txt","content":"one\ntwo\nthree\n"}}`); o.Status != "success" {
 		t.Fatalf("write: %+v", o)
@@ -232,30 +209,4 @@ func TestRESTApprovalDiff(t *testing.T) {
 	if as[0].Diff != want {
 		t.Fatalf("diff:\n%s\nwant:\n%s", as[0].Diff, want)
 	}
-}
-
-// startEditConfirm starts a server over the example world (where
-// workspace.edit is at level confirm for agents without a profile).
-func startEditConfirm(t *testing.T) *env {
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	st := openSQLite(t)
-	e := serveOn(t, dir, st)
-	admin, err := server.EnsureAdminToken(context.Background(), st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin = admin
-	return e
-}
-
-func openSQLite(t *testing.T) store.Store {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
 }

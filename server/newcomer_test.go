@@ -24,16 +24,7 @@ func TestToolsOneViewREST_MCP(t *testing.T) {
 	want := []string{"approval.decide", "approval.list", "workspace.list", "workspace.read", "workspace.search"}
 
 	tok := e.token("warden")
-	status, body, _ := e.do("GET", "/api/agents/warden/tools", tok, "")
-	var short []server.ToolEntry
-	if status != 200 || json.Unmarshal([]byte(body), &short) != nil {
-		t.Fatalf("tools: %d %s", status, body)
-	}
-	var names []string
-	for _, x := range short {
-		names = append(names, x.Name)
-	}
-	if !slices.Equal(names, want) {
+	if names := e.restTools("warden", tok); !slices.Equal(names, want) {
 		t.Errorf("REST tools = %v, want %v", names, want)
 	}
 
@@ -131,5 +122,26 @@ func TestProviderNameRESTAndMCP(t *testing.T) {
 	}
 	if probes != 1 {
 		t.Errorf("the refused call of tool__browser left %d audit records, want 1", probes)
+	}
+}
+
+// A REST call's outcome carries the same reasons as the audit record: the
+// permission stage names the config.md line of the rule that decided.
+func TestRESTOutcomeReasonsNameRuleSource(t *testing.T) {
+	e := start(t, server.Options{})
+	tok := e.token("architect")
+	status, body, _ := e.do("POST", "/api/agents/architect/calls", tok, `{"tool":"workspace.delete","args":{"path":"a"}}`, "Content-Type", "application/json")
+	var o struct {
+		Status  string   `json:"status"`
+		Reasons []string `json:"reasons"`
+		Result  string   `json:"result"`
+	}
+	// A pending call is a 2xx (202 where the surface says "accepted").
+	if status/100 != 2 || json.Unmarshal([]byte(body), &o) != nil {
+		t.Fatalf("call: %d %s", status, body)
+	}
+	want := `permission: confirm by profile trusted (archetype/architect/config.md:15 "profile: trusted") for file_delete tools`
+	if o.Status != "pending" || !strings.Contains(strings.Join(o.Reasons, "\n"), want) {
+		t.Fatalf("outcome lacks %q: %s", want, body)
 	}
 }

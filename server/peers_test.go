@@ -28,11 +28,10 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/builtin/workspace"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/internal/testenv"
-	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
-	"github.com/armory-dev/armory/store/sqlite"
 )
 
 // conformanceSpecVersions are the spec versions the test runs the suite
@@ -287,33 +286,14 @@ func startPeerWorld(t *testing.T) *peerWorld {
 	}
 	trigger := &triggerToolChange{}
 	tools := append([]armory.Tool{&workspace.Read{}, &workspace.List{}, &workspace.Search{}, trigger}, conformanceTools()...)
-	h, err := roster.Open(dir, roster.Options{Builtins: tools})
-	if err != nil {
-		t.Fatal(err)
-	}
-	trigger.h = h
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.New(h, pipeline.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
+	e := serve(t, engine.Options{World: dir, DB: filepath.Join(t.TempDir(), "armory.db"), Builtins: tools}, server.Options{})
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := e.stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
-		st.Close()
 	})
+	h, st := e.h, e.st
+	trigger.h = h
 	tok := func(agent string) string {
 		secret, _, err := server.CreateToken(context.Background(), st, agent, false, "peers")
 		if err != nil {
@@ -325,7 +305,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return &peerWorld{url: "http://" + ln.Addr().String(), h: h, peer: tok("peer"), other: tok("other"), workspaceDir: ws}
+	return &peerWorld{url: e.url, h: h, peer: tok("peer"), other: tok("other"), workspaceDir: ws}
 }
 
 // bearerProxy is a loopback reverse proxy that adds "Authorization: Bearer

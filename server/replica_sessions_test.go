@@ -3,20 +3,15 @@ package server_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/internal/testenv"
-	"github.com/armory-dev/armory/pipeline"
-	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
-	"github.com/armory-dev/armory/store/postgres"
+	"github.com/armory-dev/armory/store"
 )
 
 // postgresSchema returns a DSN on a fresh Postgres schema, dropped when t ends.
@@ -25,25 +20,15 @@ func postgresSchema(t *testing.T) string { return testenv.PostgresSchema(t) }
 // replica is one armory server over a shared Postgres store.
 type replica struct {
 	url  string
-	st   *postgres.Store
+	st   store.Store
 	stop func()
 }
 
 func startReplica(t *testing.T, worldDir, dsn string) *replica {
 	t.Helper()
-	h, err := roster.Open(worldDir, roster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := postgres.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := serveHost(t, h, pipeline.Options{Store: st}, server.Options{})
-	var once sync.Once
-	stop := func() { once.Do(func() { e.stop(); st.Close() }) }
-	t.Cleanup(stop)
-	return &replica{url: e.url, st: st, stop: stop}
+	e := serve(t, engine.Options{World: worldDir, DB: dsn}, server.Options{})
+	stop := func() { e.stop(); e.eng.Close() }
+	return &replica{url: e.url, st: e.st, stop: stop}
 }
 
 // TestMCPSessionContinuesOnAnotherReplica: two servers share one Postgres
@@ -55,18 +40,7 @@ func startReplica(t *testing.T, worldDir, dsn string) *replica {
 // A client that does not name it starts fresh caps.
 func TestMCPSessionContinuesOnAnotherReplica(t *testing.T) {
 	dsn := postgresSchema(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "world-config.yaml")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, append(b, "\nlimits:\n  tool_invocations: 3\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ExampleWorld(t, "limits:\n  tool_invocations: 3")
 	a := startReplica(t, dir, dsn)
 	bb := startReplica(t, dir, dsn)
 	tok, _, err := server.CreateToken(context.Background(), a.st, "architect", false, "test")

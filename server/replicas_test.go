@@ -10,11 +10,10 @@ import (
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
-	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
-	"github.com/armory-dev/armory/store/postgres"
 )
 
 // replica is one server of a deployment: its own host and store handle
@@ -22,17 +21,8 @@ import (
 // on the shared JSONL folder.
 func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 	t.Helper()
-	h, err := roster.Open(dir, roster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := postgres.Open(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
-	t.Cleanup(func() { fol.Close(context.Background()); st.Close() }) // registered first: runs after the server stops
-	return serveHost(t, h, pipeline.Options{Store: st, AfterAudit: fol.Committed}, server.Options{}), fol
+	e := serve(t, engine.Options{World: dir, DB: dsn}, server.Options{})
+	return e, e.eng.Trail()
 }
 
 // Two replicas on one Postgres database and one world folder are one
@@ -42,10 +32,7 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 // verified against the store.
 func TestReplicasShareEventsAndTrail(t *testing.T) {
 	dsn := postgresSchema(t)
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ExampleWorld(t)
 	a, fa := startTrailReplica(t, dir, dsn)
 	b, fb := startTrailReplica(t, dir, dsn)
 	admin, err := server.EnsureAdminToken(context.Background(), a.st)

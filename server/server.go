@@ -25,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
@@ -155,34 +156,28 @@ type Server struct {
 	origin string
 }
 
-// New builds the pipeline for h from gopts (whose Store is required) with
-// the server's event hook chained before gopts.OnEvent, and the server
-// around it. Errors: those of pipeline.New; KindInvalid for a tool whose input
-// schema is not an object schema (MCP requires one) or a bad Addr.
-func New(h *roster.Roster, gopts pipeline.Options, opts Options) (*Server, error) {
+// New builds the server around e's pipeline, roster and store (an engine
+// opened without its pipeline is KindInvalid) and subscribes to e's
+// events. Errors: KindInvalid for a tool whose input schema is not an
+// object schema (MCP requires one) or a bad Addr. The engine stays the
+// caller's: close the server first, then the engine.
+func New(e *engine.Engine, opts Options) (*Server, error) {
+	if e == nil || e.Pipeline() == nil {
+		return nil, armory.E("server.New", armory.KindInvalid, "the engine has no pipeline (opened with engine.Pipeline skipped)")
+	}
 	opts.defaults()
-	s := &Server{h: h, st: gopts.Store, opts: opts}
+	s := &Server{p: e.Pipeline(), h: e.Roster(), st: e.Store(), opts: opts}
 	s.events = newHub(opts.EventBuffer)
 	s.tokens = newTokenCache(opts.TokenCacheTTL, nil)
-	if es, ok := gopts.Store.(tokenEpochStore); ok && s.tokens == nil {
+	if es, ok := s.st.(tokenEpochStore); ok && s.tokens == nil {
 		s.tokens = newEpochTokenCache(es.TokenEpoch)
 	}
-	s.metrics = newMetrics(gopts.Store)
-	prev := gopts.OnEvent
-	gopts.OnEvent = func(e pipeline.Event) {
-		s.onEvent(e)
-		if prev != nil {
-			prev(e)
-		}
-	}
-	p, err := pipeline.New(h, gopts)
-	if err != nil {
-		return nil, err
-	}
-	s.p = p
+	s.metrics = newMetrics(s.st)
+	var err error
 	if s.hosts, err = newHostPolicy(opts.Addr, opts.AllowHosts, opts.AllowOrigins); err != nil {
 		return nil, err
 	}
+	s.unwatch = append(s.unwatch, e.Subscribe(s.onEvent))
 	if err := s.buildMCP(); err != nil {
 		s.Close()
 		return nil, err
@@ -192,8 +187,9 @@ func New(h *roster.Roster, gopts pipeline.Options, opts Options) (*Server, error
 	return s, nil
 }
 
-// Close detaches the server from its host's registries: tools registered
-// or removed later no longer change its MCP tool lists. It does not stop
+// Close detaches the server from its host's registries and the engine's
+// events: tools registered or removed later no longer change its MCP tool
+// lists. It does not stop
 // Serve (cancel its context) and may be called more than once.
 func (s *Server) Close() {
 	for _, f := range s.unwatch {
@@ -285,24 +281,6 @@ func (t *tracker) wait(d time.Duration) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
-}
-
-// execute runs c through the pipeline (the only way the server runs a
-// tool), records metrics and publishes call_finished.
-func (s *Server) execute(ctx context.Context, c pipeline.Call) pipeline.Outcome {
-	s.calls.begin()
-	defer s.calls.end()
-	start := time.Now()
-	o := s.p.Execute(ctx, c)
-	tool := c.Tool
-	known := false
-	if ag, err := s.h.Agent(c.Agent); err == nil {
-		known = ag.Registry.Has(tool)
-	}
-	s.metrics.observe(known, tool, string(o.Status), time.Since(start))
-	s.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Time: time.Now(), Agent: c.Agent, Session: c.Session, Tool: tool,
-		ApprovalID: o.ApprovalID, Status: string(o.Status), Message: "call " + o.CallID})
-	return o
 }
 
 // onEvent receives the pipeline's events.

@@ -22,19 +22,20 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/example"
+	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/store/sqlite"
 )
 
-// env is a real server on 127.0.0.1:0 over the example world and a real
-// SQLite store.
+// env is a real server on 127.0.0.1:0 over an engine (the example world
+// and a real SQLite store, for start).
 type env struct {
 	t     *testing.T
+	eng   *engine.Engine
 	h     *roster.Roster
 	st    store.Store
 	srv   *server.Server
@@ -44,16 +45,21 @@ type env struct {
 	stop  func() error // shuts the server down; returns Serve's result
 }
 
-// serveHost serves h with the pipeline options gopts on a loopback port
-// until t ends (or e.stop); the store in gopts is the caller's to close.
-func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts server.Options) *env {
+// serve opens an engine with eopts and serves it on a loopback port until
+// t ends (or e.stop); the engine is closed after the server stops.
+func serve(t *testing.T, eopts engine.Options, opts server.Options) *env {
 	t.Helper()
+	eng, err := engine.Open(context.Background(), eopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() }) // registered first: runs after the server stops
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Addr = ln.Addr().String()
-	srv, err := server.New(h, gopts, opts)
+	srv, err := server.New(eng, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,27 +73,15 @@ func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts serv
 		return serveErr
 	}
 	t.Cleanup(func() { stop() })
-	return &env{t: t, h: h, st: gopts.Store, srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
+	return &env{t: t, eng: eng, h: eng.Roster(), st: eng.Store(), srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
 }
 
+// start serves the example world on a SQLite store, with an admin token.
 func start(t *testing.T, opts server.Options) *env {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := example.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	h, err := roster.Open(dir, roster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	db := filepath.Join(t.TempDir(), "armory.db")
-	st, err := sqlite.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() }) // registered first: runs after the server stops
-	e := serveHost(t, h, pipeline.Options{Store: st}, opts)
-	admin, err := server.EnsureAdminToken(context.Background(), st)
+	e := serve(t, engine.Options{World: testenv.ExampleWorld(t), DB: db}, opts)
+	admin, err := server.EnsureAdminToken(context.Background(), e.st)
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)
 	}
@@ -204,28 +198,32 @@ func regNames(t *testing.T, h *roster.Roster, id string) []string {
 	return out
 }
 
-func callText(r *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range r.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
+// restTools lists an agent's tools over REST (GET /api/agents/ID/tools)
+// and returns their names.
+func (e *env) restTools(agent, token string) []string {
+	e.t.Helper()
+	status, body, _ := e.do("GET", "/api/agents/"+agent+"/tools", token, "")
+	var tools []server.ToolEntry
+	if status != 200 || json.Unmarshal([]byte(body), &tools) != nil {
+		e.t.Fatalf("tools: %d %s", status, body)
 	}
-	return b.String()
+	var names []string
+	for _, x := range tools {
+		names = append(names, x.Name)
+	}
+	return names
 }
+
+// callText is the text of an MCP result.
+func callText(r *mcp.CallToolResult) string { return server.CallResultText(r) }
 
 func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 	e := start(t, server.Options{})
 	ctx := ctx30(t)
 	for _, id := range []string{"architect", "reviewer", "intern"} {
 		cs := e.mcp(id, e.token(id), nil)
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, tl := range res.Tools {
-			names = append(names, tl.Name)
+		tools, names := testenv.MCPTools(t, ctx, cs)
+		for _, tl := range tools {
 			if tl.Annotations == nil || tl.InputSchema == nil || tl.Description == "" {
 				t.Errorf("%s/%s: missing annotations, schema or description", id, tl.Name)
 			}
@@ -236,7 +234,7 @@ func TestMCPListsEachAgentsToolsAndCalls(t *testing.T) {
 		if !slices.IsSorted(names) {
 			t.Errorf("%s: not sorted: %v", id, names)
 		}
-		for _, tl := range res.Tools {
+		for _, tl := range tools {
 			switch tl.Name {
 			case "workspace.read":
 				if !tl.Annotations.ReadOnlyHint || *tl.Annotations.DestructiveHint {
@@ -612,16 +610,7 @@ func TestREST(t *testing.T) {
 		}
 	}
 
-	status, body, _ = e.do("GET", "/api/agents/reviewer/tools", rev, "")
-	var tools []server.ToolEntry
-	if status != 200 || json.Unmarshal([]byte(body), &tools) != nil {
-		t.Fatalf("tools: %d %s", status, body)
-	}
-	var names []string
-	for _, x := range tools {
-		names = append(names, x.Name)
-	}
-	if !slices.Equal(names, regNames(t, e.h, "reviewer")) {
+	if names := e.restTools("reviewer", rev); !slices.Equal(names, regNames(t, e.h, "reviewer")) {
 		t.Errorf("tools %v", names)
 	}
 	status, body, hdr := e.do("GET", "/api/agents/architect/tools/brief", e.admin, "")
@@ -818,17 +807,7 @@ func TestMCPToolsRegisteredAtRunTime(t *testing.T) {
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
 	})
 	other := e.mcp("reviewer", e.token("reviewer"), nil)
-	names := func(cs *mcp.ClientSession) []string {
-		res, err := cs.ListTools(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, tl := range res.Tools {
-			out = append(out, tl.Name)
-		}
-		return out
-	}
+	names := func(cs *mcp.ClientSession) []string { _, n := testenv.MCPTools(t, ctx, cs); return n }
 	if slices.Contains(names(cs), "skill.echo") {
 		t.Fatal("listed before it was registered")
 	}
@@ -985,5 +964,18 @@ func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason,
 	if r := got[0]; json.Unmarshal(r.Args, &args) != nil || r.Agent != by || r.DecidedBy != by || r.Status != audit.StatusSuccess ||
 		args["id"] != id || args["decision"] != decision || args["reason"] != reason || args["via"] != via {
 		t.Fatalf("decision entry = %+v (args %s)", r, r.Args)
+	}
+}
+
+// A server needs the engine's pipeline: an engine opened without it is
+// refused, not served with a nil pipeline.
+func TestNewRefusesAnEngineWithoutPipeline(t *testing.T) {
+	eng, err := engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Skip: engine.StoreOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if _, err := server.New(eng, server.Options{}); armory.KindOf(err) != armory.KindInvalid {
+		t.Fatalf("New over an engine without pipeline: %v", err)
 	}
 }

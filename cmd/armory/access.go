@@ -5,20 +5,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/armory-dev/armory/roster"
 )
 
 func (a *app) accessCmd() *cobra.Command {
-	c := &cobra.Command{Use: "access", Short: "Show and explain access policy"}
 	var showJSON bool
-	show := &cobra.Command{
-		Use:   "show AGENT",
-		Short: "The agent's access mode, groups, overrides, granted privileged tools and every tool it sees",
-		Args:  exactArgs("AGENT"),
-		RunE: func(c *cobra.Command, args []string) error {
-			h, ag, err := a.openAgent(args[0])
-			if err != nil {
-				return err
-			}
+	show := a.agentCmd("show AGENT", "The agent's access mode, groups, overrides, granted privileged tools and every tool it sees",
+		func(h *roster.Roster, ag *roster.Agent) error {
 			s := h.AccessSummary(ag)
 			if showJSON {
 				return a.printJSON(s)
@@ -33,8 +27,7 @@ func (a *app) accessCmd() *cobra.Command {
 				fmt.Fprintf(a.stdout, "added by pipeline:  %s\n", list(s.PipelineTools))
 			}
 			return nil
-		},
-	}
+		})
 	show.Flags().BoolVar(&showJSON, "json", false, "print JSON")
 	var explainJSON bool
 	explain := &cobra.Command{
@@ -65,8 +58,7 @@ func (a *app) accessCmd() *cobra.Command {
 		},
 	}
 	explain.Flags().BoolVar(&explainJSON, "json", false, "print JSON")
-	c.AddCommand(show, explain)
-	return c
+	return group("access", "Show and explain access policy", show, explain)
 }
 
 func list(xs []string) string {

@@ -3,127 +3,86 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit/trail"
 	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 )
 
 func (a *app) approvalsCmd() *cobra.Command {
-	c := &cobra.Command{Use: "approvals", Short: "List, show and decide approval requests (as the human)"}
 	var status, agent string
 	var asJSON, diffOnly bool
-	list := &cobra.Command{
+	list := a.storeCmd(&cobra.Command{
 		Use:   "list",
 		Short: "Approval requests, oldest first (default: open ones: pending and escalated)",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
+		var out []*store.Approval
+		statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
+		if status != "" {
+			statuses = []store.ApprovalStatus{store.ApprovalStatus(status)}
+			if !statuses[0].Valid() {
+				return usageErr("--status must be pending, escalated, approved, denied or expired")
+			}
+		}
+		for _, s := range statuses {
+			as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Agent: agent, Limit: store.MaxLimit})
 			if err != nil {
-				return err
+				return armory.E("approvals", armory.KindUnavailable, "cannot list approvals", err)
 			}
-			var out []*store.Approval
-			statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
-			if status != "" {
-				statuses = []store.ApprovalStatus{store.ApprovalStatus(status)}
-				if !statuses[0].Valid() {
-					return usageErr("--status must be pending, escalated, approved, denied or expired")
-				}
-			}
-			for _, s := range statuses {
-				as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Agent: agent, Limit: store.MaxLimit})
-				if err != nil {
-					return armory.E("approvals", armory.KindUnavailable, "cannot list approvals", err)
-				}
-				out = append(out, as...)
-			}
-			if asJSON {
-				if out == nil {
-					out = []*store.Approval{}
-				}
-				return a.printJSON(out)
-			}
-			if len(out) == 0 {
-				fmt.Fprintln(a.stdout, "no approval requests")
-			}
-			for _, ap := range out {
-				fmt.Fprintf(a.stdout, "%s  %-9s %-10s %s → %s %s  (%s; route %s)\n", ap.ID, ap.Status, ap.Level, ap.Agent, ap.Tool, string(ap.Args), ap.CreatedAt.Format("2006-01-02 15:04:05"), ap.Route)
-			}
-			return nil
-		},
-	}
+			out = append(out, as...)
+		}
+		if len(out) == 0 && !asJSON {
+			fmt.Fprintln(a.stdout, "no approval requests")
+		}
+		return printList(a, asJSON, out, "", func(ap *store.Approval) string {
+			return fmt.Sprintf("%s  %-9s %-10s %s → %s %s  (%s; route %s)", ap.ID, ap.Status, ap.Level, ap.Agent, ap.Tool, string(ap.Args), ap.CreatedAt.Format("2006-01-02 15:04:05"), ap.Route)
+		})
+	})
 	list.Flags().StringVar(&status, "status", "", "only this status")
 	list.Flags().StringVar(&agent, "agent", "", "only this agent's requests")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	show := &cobra.Command{
+	show := a.pipelineCmd(&cobra.Command{
 		Use:   "show ID",
 		Short: "One approval request as JSON (a file change with its unified diff against the file now)",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			ap, err := st.GetApproval(ctx, args[0])
-			if err != nil {
-				return store.Err("approvals show", err)
-			}
-			p, err := pipeline.New(h, pipeline.Options{Store: st})
-			if err != nil {
-				return err
-			}
-			// With the unified diff of a file change against the file now.
-			v := pipeline.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
-			if diffOnly {
-				fmt.Fprint(a.stdout, v.Diff)
-				return nil
-			}
-			return a.printJSON(v)
-		},
-	}
+	}, false, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
+		ap, err := p.Store().GetApproval(ctx, args[0])
+		if err != nil {
+			return store.Err("approvals show", err)
+		}
+		// With the unified diff of a file change against the file now.
+		v := pipeline.ApprovalView{Approval: ap, Diff: p.Preview(ctx, ap)}
+		if diffOnly {
+			fmt.Fprint(a.stdout, v.Diff)
+			return nil
+		}
+		return a.printJSON(v)
+	})
 	show.Flags().BoolVar(&diffOnly, "diff", false, "print only the diff of a file change, as plain text")
-	c.AddCommand(list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
-	return c
+	return group("approvals", "List, show and decide approval requests (as the human)",
+		list, show, a.decideCmd("approve", store.StatusApproved), a.decideCmd("deny", store.StatusDenied))
 }
 
 func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command {
 	var reason string
-	cmd := &cobra.Command{
+	cmd := a.pipelineCmd(&cobra.Command{
 		Use:   verb + " ID [--reason TEXT]",
 		Short: strings.ToUpper(verb[:1]) + verb[1:] + " an approval request (decided_by: human)",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			// The one decision path (pipeline.Pipeline.Decide): it checks,
-			// records and audits the decision.
-			fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
-			defer func() {
-				cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
-				defer cancel()
-				fol.Close(cctx)
-			}()
-			p, err := pipeline.New(h, pipeline.Options{Store: st, AfterAudit: fol.Committed})
-			if err != nil {
-				return err
-			}
-			if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
-				return err
-			}
-			fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
-			return nil
-		},
-	}
+	}, true, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
+		// The one decision path (pipeline.Pipeline.Decide): it checks,
+		// records and audits the decision, which the trail copies.
+		if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
+			return err
+		}
+		fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
+		return nil
+	})
 	cmd.Flags().StringVar(&reason, "reason", "", "why (recorded with the decision)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 )
@@ -21,50 +22,37 @@ func (a *app) auditCmd() *cobra.Command {
 	var f store.AuditFilter
 	var status, since string
 	var asJSON bool
-	c := &cobra.Command{
+	c := a.storeCmd(&cobra.Command{
 		Use:   "audit [--agent A] [--tool T] [--status S] [--since TIME] [--limit N] [--json]",
 		Short: "Show audit records, newest first",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			f.Status = audit.Status(status)
-			if status != "" && !f.Status.Valid() {
-				return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
-			}
-			if since != "" {
-				t, err := server.ParseSince(since)
-				if err != nil {
-					return usageErr("--since: %v", err)
-				}
-				f.Since = t
-			}
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
+		f.Status = audit.Status(status)
+		if status != "" && !f.Status.Valid() {
+			return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
+		}
+		if since != "" {
+			t, err := server.ParseSince(since)
 			if err != nil {
-				return err
+				return usageErr("--since: %v", err)
 			}
-			recs, err := st.ListAudit(ctx, f)
-			if err != nil {
-				return store.Err("audit", err)
+			f.Since = t
+		}
+		recs, err := st.ListAudit(ctx, f)
+		if err != nil {
+			return store.Err("audit", err)
+		}
+		return printList(a, asJSON, recs, "", func(r *audit.Record) string {
+			l := fmt.Sprintf("%6d %s %-6s %-8s %s %s → %s", r.Seq, r.Time.Format(time.RFC3339), r.Phase, r.Status, r.Agent, r.Tool, oneLine(r.Result))
+			if r.ApprovalID != "" {
+				l += fmt.Sprintf(" [approval %s by %s]", r.ApprovalID, r.DecidedBy)
 			}
-			if asJSON {
-				if recs == nil {
-					recs = []*audit.Record{}
-				}
-				return a.printJSON(recs)
+			if r.Justification != "" {
+				l += " [justified: " + oneLine(r.Justification) + "]"
 			}
-			for _, r := range recs {
-				fmt.Fprintf(a.stdout, "%6d %s %-6s %-8s %s %s → %s", r.Seq, r.Time.Format(time.RFC3339), r.Phase, r.Status, r.Agent, r.Tool, oneLine(r.Result))
-				if r.ApprovalID != "" {
-					fmt.Fprintf(a.stdout, " [approval %s by %s]", r.ApprovalID, r.DecidedBy)
-				}
-				if r.Justification != "" {
-					fmt.Fprintf(a.stdout, " [justified: %s]", oneLine(r.Justification))
-				}
-				fmt.Fprintln(a.stdout)
-			}
-			return nil
-		},
-	}
+			return l
+		})
+	})
 	fl := c.Flags()
 	fl.StringVar(&f.Agent, "agent", "", "only this agent")
 	fl.StringVar(&f.Tool, "tool", "", "only this tool")
@@ -72,39 +60,33 @@ func (a *app) auditCmd() *cobra.Command {
 	fl.StringVar(&since, "since", "", "only records at or after TIME (RFC 3339, or a duration ago such as 1h)")
 	fl.IntVar(&f.Limit, "limit", 100, "at most N records (max 10000)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
-	c.AddCommand(&cobra.Command{
+	c.AddCommand(a.storeCmd(&cobra.Command{
 		Use:   "verify",
 		Short: "Verify the audit chain in the store, and the JSONL trail as a copy of it; exit 1 naming the first broken record",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			if err := st.VerifyAudit(ctx); err != nil {
-				return brokenChain("store", err)
-			}
-			head, _ := st.AuditHead(ctx)
-			fmt.Fprintf(a.stdout, "store: chain verified (%d records)\n", head.Seq)
-			dir := filepath.Join(h.World.Dir, ".armory", "audit")
-			if _, err := os.Stat(dir); err != nil {
-				fmt.Fprintf(a.stdout, "jsonl: no trail at %s\n", dir)
-				return nil
-			}
-			// The JSONL trail is a copy of the store's: its own chain, and
-			// every record the store's record with the same seq.
-			rep, err := trail.Check(ctx, st, dir)
-			if err != nil {
-				return brokenChain("jsonl "+dir, err)
-			}
-			fmt.Fprintf(a.stdout, "jsonl: chain verified, a copy of the store's records 1..%d (%s)\n", rep.Files, dir)
-			if rep.Behind > 0 {
-				fmt.Fprintf(a.stdout, "jsonl: %d records behind the store (the server writing the trail copies them; any command using the world catches it up)\n", rep.Behind)
-			}
+	}, func(ctx context.Context, h *roster.Roster, st store.Store, _ []string) error {
+		if err := st.VerifyAudit(ctx); err != nil {
+			return brokenChain("store", err)
+		}
+		head, _ := st.AuditHead(ctx)
+		fmt.Fprintf(a.stdout, "store: chain verified (%d records)\n", head.Seq)
+		dir := filepath.Join(h.World.Dir, ".armory", "audit")
+		if _, err := os.Stat(dir); err != nil {
+			fmt.Fprintf(a.stdout, "jsonl: no trail at %s\n", dir)
 			return nil
-		},
-	})
+		}
+		// The JSONL trail is a copy of the store's: its own chain, and
+		// every record the store's record with the same seq.
+		rep, err := trail.Check(ctx, st, dir)
+		if err != nil {
+			return brokenChain("jsonl "+dir, err)
+		}
+		fmt.Fprintf(a.stdout, "jsonl: chain verified, a copy of the store's records 1..%d (%s)\n", rep.Files, dir)
+		if rep.Behind > 0 {
+			fmt.Fprintf(a.stdout, "jsonl: %d records behind the store (the server writing the trail copies them; any command using the world catches it up)\n", rep.Behind)
+		}
+		return nil
+	}))
 	return c
 }
 

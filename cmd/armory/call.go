@@ -52,11 +52,10 @@ func (a *app) callCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			p, done, err := a.pipeline(ctx)
+			p, err := a.pipeline(ctx)
 			if err != nil {
 				return err
 			}
-			defer done()
 			o := p.Execute(ctx, c)
 			if err := a.printJSON(o); err != nil {
 				return err

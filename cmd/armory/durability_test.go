@@ -3,8 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +13,7 @@ import (
 // and a background sync then makes its records durable, as the metrics
 // show (the mode, the syncs, the durable point).
 func TestCLIServeBatchedDurability(t *testing.T) {
-	w := initWorld(t)
-	cfg := filepath.Join(w, "world-config.yaml")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, append(b, "\ndurability: batched\ndurability_window: 20ms\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w := initWorld(t, "durability: batched\ndurability_window: 20ms")
 	srv := startServe(t, w)
 	url, admin := srv.url, srv.admin
 	do := func(method, path, body string) string {

@@ -19,10 +19,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
-	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
-	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -39,12 +38,13 @@ type app struct {
 	db     string
 	stdout io.Writer
 	stderr io.Writer
-	// closers release what a command holds for its whole run (its store,
-	// upstream MCP servers); run calls them when the command ends, last
-	// opened first.
+	// closers release what a command holds for its whole run (its
+	// engine); run calls them when the command ends, last opened first.
 	closers []func()
-	// st is the command's one store (see store), opened on first use.
-	st store.Store
+	// eng is the command's one engine (see engine), opened on first use
+	// without the parts in skip.
+	eng  *engine.Engine
+	skip engine.Part
 	// runLease is the lease of run claims (pipeline.Options.RunLease).
 	runLease time.Duration
 	// log, when set (serve), receives the runtime's notes; otherwise
@@ -124,22 +124,6 @@ func (a *app) rootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd())
 	return root
-}
-
-// open loads the world named by --world, with the tools of its upstream
-// MCP servers (see openWithUpstreams in toolbox.go).
-func (a *app) open() (*roster.Roster, error) {
-	return a.openWithUpstreams()
-}
-
-// openAgent loads the world and finds agent id in it.
-func (a *app) openAgent(id string) (*roster.Roster, *roster.Agent, error) {
-	h, err := a.open()
-	if err != nil {
-		return nil, nil, err
-	}
-	ag, err := h.Agent(id)
-	return h, ag, err
 }
 
 func (a *app) printJSON(v any) error {

@@ -55,12 +55,17 @@ func armoryCmd(t *testing.T, env []string, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
-func initWorld(t *testing.T) string {
+// initWorld writes the example world with armory init and appends each
+// of config to its world-config.yaml on a line of its own.
+func initWorld(t *testing.T, config ...string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "w")
 	r := armoryCmd(t, nil, "init", dir)
 	if r.code != 0 || !strings.Contains(r.stdout, "wrote an example world") {
 		t.Fatalf("init: %+v", r)
+	}
+	for _, c := range config {
+		appendFile(t, filepath.Join(dir, "world-config.yaml"), "\n"+c+"\n")
 	}
 	return dir
 }

@@ -2,117 +2,94 @@ package main
 
 import (
 	"context"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/store/postgres"
-	"github.com/armory-dev/armory/store/sqlite"
-	"github.com/armory-dev/armory/world"
 )
 
-// store returns the command's store, opening it on first use: one store
-// per command, shared by the upstream servers' pins, the pipeline and the
-// admin commands, and closed when the command ends (closeAll), after what
-// was opened later (the JSONL trail's follower, the upstreams).
-func (a *app) store(ctx context.Context, w *world.World) (store.Store, error) {
-	if a.st != nil {
-		return a.st, nil
+// engine opens the command's runtime from the flags (--world, --db,
+// --run-lease), leaving out the parts in skip (see engine.Part): the world
+// loaded once, one store shared by the upstream servers' pins, the
+// pipeline and the admin commands, the JSONL trail's follower. A command
+// opens one engine; asking again returns it if it has the parts asked for.
+// It is closed when the command ends (closeAll).
+func (a *app) engine(ctx context.Context, skip engine.Part) (*engine.Engine, error) {
+	if a.eng != nil {
+		if a.skip&^skip != 0 {
+			return nil, armory.E("engine", armory.KindInternal, "the command's engine is open already without a part it now needs")
+		}
+		return a.eng, nil
 	}
-	st, err := a.openStore(ctx, w)
+	e, err := engine.Open(ctx, engine.Options{World: a.world, DB: a.db, Skip: skip, RunLease: a.runLease, Logger: a.logger()})
 	if err != nil {
 		return nil, err
 	}
-	a.st = st
-	a.closers = append(a.closers, func() { st.Close() })
-	return st, nil
+	a.eng, a.skip = e, skip
+	a.closers = append(a.closers, func() { e.Close() })
+	return e, nil
 }
 
-// openStore opens the store named by --db (or $ARMORY_DB): a postgres://
-// URL, or a SQLite file path; default <world>/.armory/armory.db; in the
-// world's durability mode (world-config.yaml durability:).
-func (a *app) openStore(ctx context.Context, w *world.World) (store.Store, error) {
-	dsn, worldDir := a.db, w.Dir
-	mode, window := store.Durability(w.Durability), w.DurabilityWindow
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		st, err := postgres.OpenWith(ctx, dsn, postgres.Options{Durability: mode, Window: window})
-		if err != nil {
-			return nil, armory.E("store", armory.KindUnavailable, "cannot open the Postgres store", err)
-		}
-		return st, nil
-	case dsn == "":
-		dsn = filepath.Join(worldDir, ".armory", "armory.db")
-	}
-	dsn = strings.TrimPrefix(dsn, "sqlite://")
-	st, err := sqlite.OpenWith(dsn, sqlite.Options{Durability: mode, Window: window})
+// open loads the world named by --world, with the tools of its upstream
+// MCP servers (whose pins open the store); for the commands that read the
+// world and run no tool.
+func (a *app) open() (*roster.Roster, error) {
+	e, err := a.engine(context.Background(), engine.Store|engine.Trail|engine.Pipeline)
 	if err != nil {
-		return nil, armory.E("store", armory.KindUnavailable, "cannot open the SQLite store "+dsn, err)
+		return nil, err
 	}
-	return st, nil
+	return e.Roster(), nil
 }
 
-// runtime loads the world and opens what a pipeline runs on: the store
-// and the follower that copies the store's audit trail into the world's
-// JSONL trail (<world>/.armory/audit). The JSONL trail has one writer at a
-// time; when another process (a server) holds it, that process copies this
-// one's records too. release closes what was opened, first letting the
-// follower copy what is committed (bounded).
-func (a *app) runtime(ctx context.Context) (h *roster.Roster, opts pipeline.Options, release func(), err error) {
-	if h, err = a.open(); err != nil {
-		return nil, opts, nil, err
-	}
-	st, err := a.store(ctx, h.World)
-	if err != nil {
-		return nil, opts, nil, err
-	}
-	opts.Store = st
-	opts.RunLease = a.runLease
-	fol := trail.Start(filepath.Join(h.World.Dir, ".armory", "audit"), st, trail.Options{Logger: a.logger()})
-	opts.AfterAudit = fol.Committed
-	return h, opts, func() {
-		cctx, cancel := context.WithTimeout(context.Background(), trailCloseTimeout)
-		defer cancel()
-		fol.Close(cctx) // the store stays open until the command ends
-	}, nil
-}
-
-// trailCloseTimeout bounds the JSONL trail's last catch-up when a command
-// ends (what it does not copy, the next start does).
-const trailCloseTimeout = 10 * time.Second
-
-// pipeline builds the guarded pipeline over runtime. The returned func
-// releases what it opened.
-func (a *app) pipeline(ctx context.Context) (*pipeline.Pipeline, func(), error) {
-	h, opts, release, err := a.runtime(ctx)
+// openAgent loads the world and finds agent id in it.
+func (a *app) openAgent(id string) (*roster.Roster, *roster.Agent, error) {
+	h, err := a.open()
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := pipeline.New(h, opts)
+	ag, err := h.Agent(id)
+	return h, ag, err
+}
+
+// pipeline opens the whole runtime (upstream servers, trail, pipeline)
+// and returns its pipeline, to run calls.
+func (a *app) pipeline(ctx context.Context) (*pipeline.Pipeline, error) {
+	e, err := a.engine(ctx, 0)
 	if err != nil {
-		release()
-		return nil, nil, err
+		return nil, err
 	}
-	return p, release, nil
+	return e.Pipeline(), nil
 }
 
 // storeOnly opens the world and its store (for approvals, sessions,
-// audit, tokens); the store is closed when the command ends (closeAll).
-// It loads the world without starting its upstream MCP servers: these
+// audit, tokens, pins) without starting its upstream MCP servers: these
 // commands run no tools.
 func (a *app) storeOnly(ctx context.Context) (*roster.Roster, store.Store, error) {
-	h, err := roster.Open(a.world, roster.Options{})
+	e, err := a.engine(ctx, engine.StoreOnly)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := a.store(ctx, h.World)
+	return e.Roster(), e.Store(), nil
+}
+
+// reader opens the world, its store and a pipeline without running tools
+// nor copying the trail: for commands that read what the pipeline derives
+// (an approval's diff, a session's state).
+func (a *app) reader(ctx context.Context) (*pipeline.Pipeline, error) {
+	e, err := a.engine(ctx, engine.Modules|engine.Trail)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return h, st, nil
+	return e.Pipeline(), nil
+}
+
+// closeAll releases what the command opened for its whole run (its engine,
+// the sandbox pool), last opened first.
+func (a *app) closeAll() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
 }

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -53,11 +52,10 @@ func (a *app) serveCmd() *cobra.Command {
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			opts.Logger = log
 			a.log = log
-			srv, done, err := a.server(ctx, opts, warm)
+			srv, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
 			}
-			defer done()
 			if secret, err := server.EnsureAdminToken(ctx, srv.Pipeline().Store()); err != nil {
 				return err
 			} else if secret != "" {
@@ -102,16 +100,16 @@ func isLoopback(h string) bool {
 // warmSandboxesUsage documents --warm-sandboxes (docs/sandbox.md, "Warm pool").
 const warmSandboxesUsage = "bwrap sandboxes kept set up ahead of calls, per distinct sandbox policy (0: none; each call then sets up its own)"
 
-// server builds the server over runtime, as pipeline builds the CLI's
-// pipeline. warm > 0
-// turns on the sandbox warm pool for as long as the server lives.
-func (a *app) server(ctx context.Context, opts server.Options, warm int) (*server.Server, func(), error) {
-	h, gopts, release, err := a.runtime(ctx)
+// server builds the server over the command's engine (engine.Open with
+// every part). warm > 0 turns on the sandbox warm pool for as long as the
+// command runs.
+func (a *app) server(ctx context.Context, opts server.Options, warm int) (*server.Server, error) {
+	e, err := a.engine(ctx, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// A flag wins over the world's mcp_sessions; the server defaults the rest.
-	ms := h.World.MCPSessions
+	ms := e.World().MCPSessions
 	if opts.MCPSessionsPerToken == 0 {
 		opts.MCPSessionsPerToken = ms.MaxPerToken
 	}
@@ -121,21 +119,16 @@ func (a *app) server(ctx context.Context, opts server.Options, warm int) (*serve
 	if opts.MCPSessionTimeout == 0 {
 		opts.MCPSessionTimeout = ms.IdleTimeout
 	}
-	srv, err := server.New(h, gopts, opts)
+	srv, err := server.New(e, opts)
 	if err != nil {
-		release()
-		return nil, nil, err
+		return nil, err
 	}
+	a.closers = append(a.closers, srv.Close) // before the engine closes
 	if warm > 0 {
 		sandbox.EnablePool(sandbox.PoolOptions{PerPolicy: warm})
+		a.closers = append(a.closers, sandbox.ClosePool)
 	}
-	return srv, func() {
-		srv.Close()
-		if warm > 0 {
-			sandbox.ClosePool()
-		}
-		release()
-	}, nil
+	return srv, nil
 }
 
 // mcpCmd is `armory mcp AGENT`: one agent's tools over MCP on stdio.
@@ -150,11 +143,10 @@ func (a *app) mcpCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-			srv, done, err := a.server(ctx, opts, warm)
+			srv, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
 			}
-			defer done()
 			ms, err := srv.MCPServer(args[0])
 			if err != nil {
 				return err
@@ -175,97 +167,72 @@ func (a *app) tokenCmd() *cobra.Command {
 	c := &cobra.Command{Use: "token", Short: "Create, list and revoke the server's bearer tokens"}
 	var admin bool
 	var name string
-	create := &cobra.Command{
+	create := a.storeCmd(&cobra.Command{
 		Use:   "create AGENT | create --admin",
 		Short: "Create a token for one agent (or an admin token) and print it once",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			agent := ""
-			switch {
-			case admin && len(args) == 0:
-			case !admin && len(args) == 1:
-				agent = args[0]
-			default:
+		Args: func(_ *cobra.Command, args []string) error {
+			if admin == (len(args) == 1) || len(args) > 1 {
 				return usageErr("token create takes AGENT, or --admin and no argument")
 			}
-			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			if agent != "" {
-				if _, err := h.Agent(agent); err != nil {
-					return err
-				}
-			}
-			secret, t, err := server.CreateToken(ctx, st, agent, admin, name)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, secret)
-			scope := "admin"
-			if !admin {
-				scope = "agent " + agent
-			}
-			fmt.Fprintf(a.stderr, "token %s (%s) created; it is shown only now\n", t.ID, scope)
 			return nil
 		},
-	}
+	}, func(ctx context.Context, h *roster.Roster, st store.Store, args []string) error {
+		agent := ""
+		if !admin {
+			agent = args[0]
+		}
+		if agent != "" {
+			if _, err := h.Agent(agent); err != nil {
+				return err
+			}
+		}
+		secret, t, err := server.CreateToken(ctx, st, agent, admin, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, secret)
+		scope := "admin"
+		if !admin {
+			scope = "agent " + agent
+		}
+		fmt.Fprintf(a.stderr, "token %s (%s) created; it is shown only now\n", t.ID, scope)
+		return nil
+	})
 	create.Flags().BoolVar(&admin, "admin", false, "an admin token (reaches every agent and the admin API)")
 	create.Flags().StringVar(&name, "name", "", "a note to tell tokens apart")
 	var asJSON bool
-	list := &cobra.Command{
+	list := a.storeCmd(&cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
+		ts, err := st.ListTokens(ctx)
+		if err != nil {
+			return store.Err("token list", err)
+		}
+		return printList(a, asJSON, ts, "ID\tSCOPE\tCREATED\tSTATE\tNAME", func(t *store.Token) string {
+			scope, state := "agent:"+t.Agent, "active"
+			if t.Admin {
+				scope = "admin"
 			}
-			ts, err := st.ListTokens(ctx)
-			if err != nil {
-				return store.Err("token list", err)
+			if !t.RevokedAt.IsZero() {
+				state = "revoked " + t.RevokedAt.Format(time.RFC3339)
 			}
-			if asJSON {
-				if ts == nil {
-					ts = []*store.Token{}
-				}
-				return a.printJSON(ts)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSCOPE\tCREATED\tSTATE\tNAME")
-			for _, t := range ts {
-				scope, state := "agent:"+t.Agent, "active"
-				if t.Admin {
-					scope = "admin"
-				}
-				if !t.RevokedAt.IsZero() {
-					state = "revoked " + t.RevokedAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, scope, t.CreatedAt.Format(time.RFC3339), state, t.Name)
-			}
-			return tw.Flush()
-		},
-	}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", t.ID, scope, t.CreatedAt.Format(time.RFC3339), state, t.Name)
+		})
+	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	revoke := &cobra.Command{
+	revoke := a.storeCmd(&cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revoke a token; it stops working at once in every server on this store (after --token-cache-ttl, if a server sets one)",
 		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			_, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			if err := st.RevokeToken(ctx, args[0]); err != nil {
-				return store.Err("token revoke", err)
-			}
-			fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])
-			return nil
-		},
-	}
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+		if err := st.RevokeToken(ctx, args[0]); err != nil {
+			return store.Err("token revoke", err)
+		}
+		fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])
+		return nil
+	})
 	c.AddCommand(create, list, revoke)
 	return c
 }

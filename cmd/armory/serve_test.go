@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -125,15 +126,7 @@ func TestCLIServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := cs.ListTools(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range res.Tools {
-		names = append(names, tl.Name)
-	}
-	if !slices.Equal(names, []string{"devtools.word-count", "workspace.read", "workspace.search"}) {
+	if _, names := testenv.MCPTools(t, ctx, cs); !slices.Equal(names, []string{"devtools.word-count", "workspace.read", "workspace.search"}) {
 		t.Fatalf("reviewer tools over MCP: %v", names)
 	}
 	cs.Close()
@@ -240,15 +233,7 @@ func TestCLIServeExample(t *testing.T) {
 // world's mcp_sessions, a serve flag overriding one of them, and show in
 // the metrics.
 func TestCLIServeMCPSessionSettings(t *testing.T) {
-	w := initWorld(t)
-	cfg := filepath.Join(w, "world-config.yaml")
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfg, append(b, "\nmcp_sessions:\n  max_per_token: 2\n  max_total: 50\n  idle_timeout: 5m\n"...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w := initWorld(t, "mcp_sessions:\n  max_per_token: 2\n  max_total: 50\n  idle_timeout: 5m")
 	if r := armoryCmd(t, nil, "--world", w, "serve", "--mcp-sessions", "-1"); r.code != exitUsage {
 		t.Errorf("a negative limit: %+v", r)
 	}

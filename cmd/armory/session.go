@@ -14,24 +14,17 @@ import (
 )
 
 func (a *app) sessionCmd() *cobra.Command {
-	c := &cobra.Command{Use: "session", Short: "Show, extend and reset a session's safety caps"}
-	show := &cobra.Command{
+	show := a.pipelineCmd(&cobra.Command{
 		Use:   "show SESSION",
 		Short: "The session's state, start, last activity, counters and enforced limits as JSON (AGENT:default: the current unnamed session)",
 		Args:  exactArgs("SESSION"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			h, st, err := a.storeOnly(ctx)
-			if err != nil {
-				return err
-			}
-			out, err := sessionShow(ctx, h, st, args[0])
-			if err != nil {
-				return store.Err("session show", err)
-			}
-			return a.printJSON(out)
-		},
-	}
+	}, false, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
+		out, err := sessionShow(ctx, p, args[0])
+		if err != nil {
+			return store.Err("session show", err)
+		}
+		return a.printJSON(out)
+	})
 	extend := &cobra.Command{
 		Use:   "extend SESSION LIMIT N",
 		Short: "Raise a cap of the session to N (session_runtime takes a duration such as 30m)",
@@ -91,22 +84,18 @@ func (a *app) sessionCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.AddCommand(show, extend, reset)
-	return c
+	return group("session", "Show, extend and reset a session's safety caps", show, extend, reset)
 }
 
 // sessionArg opens the store and resolves the session a human named
 // (AGENT:default is the agent's current unnamed session).
 func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, error) {
-	h, st, err := a.storeOnly(ctx)
+	p, err := a.reader(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	p, err := pipeline.New(h, pipeline.Options{Store: st})
-	if err != nil {
-		return "", nil, err
-	}
-	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, h, st, arg), arg)
+	st := p.Store()
+	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, p.Host(), st, arg), arg)
 	if err != nil {
 		return "", nil, store.Err("session", err)
 	}

@@ -63,11 +63,8 @@ func timeOrNil(t time.Time) any {
 // the session's agent (world, then the agent's ## Limits, then the
 // session's overrides), its counters, start, last activity and state, and
 // for an agent's unnamed session its earlier generations.
-func sessionShow(ctx context.Context, h *roster.Roster, st store.Store, arg string) (map[string]any, error) {
-	p, err := pipeline.New(h, pipeline.Options{Store: st})
-	if err != nil {
-		return nil, err
-	}
+func sessionShow(ctx context.Context, p *pipeline.Pipeline, arg string) (map[string]any, error) {
+	h, st := p.Host(), p.Store()
 	ag := sessionAgent(ctx, h, st, arg)
 	id, err := resolveSessionArg(ctx, p, ag, arg)
 	if err != nil {

@@ -6,20 +6,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory/registry"
+	"github.com/armory-dev/armory/roster"
 )
 
 func (a *app) toolCmd() *cobra.Command {
-	t := &cobra.Command{Use: "tool", Short: "Show an agent's tools"}
 	var long bool
-	listCmd := &cobra.Command{
-		Use:   "list AGENT",
-		Short: "JSON array of {name, description}, sorted by name (--long: danger, capabilities, permission, source)",
-		Args:  exactArgs("AGENT"),
-		RunE: func(c *cobra.Command, args []string) error {
-			h, ag, err := a.openAgent(args[0])
-			if err != nil {
-				return err
-			}
+	listCmd := a.agentCmd("list AGENT", "JSON array of {name, description}, sorted by name (--long: danger, capabilities, permission, source)",
+		func(h *roster.Roster, ag *roster.Agent) error {
 			if long {
 				return a.printJSON(h.Tools(ag))
 			}
@@ -32,66 +25,37 @@ func (a *app) toolCmd() *cobra.Command {
 				out = append(out, entry{s.Name, s.Description})
 			}
 			return a.printJSON(out)
-		},
-	}
+		})
 	listCmd.Flags().BoolVar(&long, "long", false, "also each tool's danger, capabilities, category, permission level for this agent and source")
-	t.AddCommand(listCmd)
-	t.AddCommand(&cobra.Command{
-		Use:   "brief AGENT",
-		Short: "One \"- name: description\" line per tool",
-		Args:  exactArgs("AGENT"),
-		RunE: func(c *cobra.Command, args []string) error {
-			_, ag, err := a.openAgent(args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(a.stdout, registry.Brief(ag.Registry.Specs()))
-			return nil
-		},
+	brief := a.agentCmd("brief AGENT", "One \"- name: description\" line per tool", func(_ *roster.Roster, ag *roster.Agent) error {
+		fmt.Fprint(a.stdout, registry.Brief(ag.Registry.Specs()))
+		return nil
 	})
-	t.AddCommand(&cobra.Command{
-		Use:   "prompt AGENT",
-		Short: "The <tools> block of the agent's prompt, with the policy text of its toolkits",
-		Args:  exactArgs("AGENT"),
-		RunE: func(c *cobra.Command, args []string) error {
-			h, ag, err := a.openAgent(args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprint(a.stdout, h.Briefing(ag))
-			return nil
-		},
+	prompt := a.agentCmd("prompt AGENT", "The <tools> block of the agent's prompt, with the policy text of its toolkits", func(h *roster.Roster, ag *roster.Agent) error {
+		fmt.Fprint(a.stdout, h.Briefing(ag))
+		return nil
 	})
 	var format string
-	specs := &cobra.Command{
-		Use:   "specs AGENT",
-		Short: "Tool specs as JSON for --format openai, anthropic or mcp",
-		Args:  exactArgs("AGENT"),
-		RunE: func(c *cobra.Command, args []string) error {
-			if format != "openai" && format != "anthropic" && format != "mcp" {
-				return usageErr("--format must be openai, anthropic or mcp, got %q", format)
-			}
-			_, ag, err := a.openAgent(args[0])
-			if err != nil {
-				return err
-			}
-			var b []byte
-			switch format {
-			case "openai":
-				b, _, err = registry.OpenAI(ag.Registry.Specs())
-			case "anthropic":
-				b, _, err = registry.Anthropic(ag.Registry.Specs())
-			default:
-				b, err = registry.MCP(ag.Registry.Tools())
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(a.stdout, string(b))
-			return nil
-		},
-	}
+	specs := a.agentCmd("specs AGENT", "Tool specs as JSON for --format openai, anthropic or mcp", func(_ *roster.Roster, ag *roster.Agent) error {
+		if format != "openai" && format != "anthropic" && format != "mcp" {
+			return usageErr("--format must be openai, anthropic or mcp, got %q", format)
+		}
+		var b []byte
+		var err error
+		switch format {
+		case "openai":
+			b, _, err = registry.OpenAI(ag.Registry.Specs())
+		case "anthropic":
+			b, _, err = registry.Anthropic(ag.Registry.Specs())
+		default:
+			b, err = registry.MCP(ag.Registry.Tools())
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(a.stdout, string(b))
+		return nil
+	})
 	specs.Flags().StringVar(&format, "format", "openai", "openai, anthropic or mcp")
-	t.AddCommand(specs)
-	return t
+	return group("tool", "Show an agent's tools", listCmd, brief, prompt, specs)
 }

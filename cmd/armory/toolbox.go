@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,53 +10,10 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
-	"github.com/armory-dev/armory/upstream"
-	"github.com/armory-dev/armory/world"
 )
-
-// openWithUpstreams loads the world named by --world. When it declares
-// mcp_servers, it opens the store (for the tool pins), starts the upstream
-// servers and gives their tools to the host; they are stopped when the
-// command ends (a.closeAll). A server that fails to start is a warning and
-// an explained reason, not an error.
-func (a *app) openWithUpstreams() (*roster.Roster, error) {
-	w, err := world.Load(a.world)
-	if err != nil {
-		return nil, err
-	}
-	if len(w.MCPServers) == 0 {
-		return roster.New(w, roster.Options{})
-	}
-	ctx := context.Background()
-	st, err := a.store(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	set, err := upstream.Start(ctx, w, upstream.Options{Pins: st, Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
-	if err != nil {
-		return nil, err
-	}
-	a.closers = append(a.closers, func() { set.Close() })
-	h, err := roster.New(w, set.HostOptions(roster.Options{}))
-	if err != nil {
-		return nil, err
-	}
-	h.Warnings = append(h.Warnings, set.Warnings()...)
-	return h, nil
-}
-
-// closeAll releases what commands opened for their whole run (upstream
-// servers and their store), last opened first.
-func (a *app) closeAll() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
-	a.closers = nil
-}
 
 // toolboxCmd is `armory toolbox pins list|accept`.
 func (a *app) toolboxCmd() *cobra.Command {
-	c := &cobra.Command{Use: "toolbox", Short: "Manage toolboxes: the pinned definitions of upstream MCP tools"}
 	pins := &cobra.Command{
 		Use:   "pins",
 		Short: "List and accept the pinned definitions of upstream MCP tools",
@@ -67,98 +22,66 @@ func (a *app) toolboxCmd() *cobra.Command {
 			"accepts it here; restart armory serve (or run the next command) to offer it again.",
 	}
 	var asJSON bool
-	list := &cobra.Command{
+	list := a.storeCmd(&cobra.Command{
 		Use:   "list [SERVER]",
 		Short: "List pins; CHANGED marks a definition withheld until accepted",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			server := ""
-			if len(args) == 1 {
-				server = args[0]
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+		server := ""
+		if len(args) == 1 {
+			server = args[0]
+		}
+		ps, err := st.ListPins(ctx, server)
+		if err != nil {
+			return store.Err("toolbox pins list", err)
+		}
+		return printList(a, asJSON, ps, "SERVER\tTOOL\tSTATE\tPINNED\tSINCE\tPENDING", func(p *store.ToolPin) string {
+			state, pending := "pinned", ""
+			if p.PendingHash != "" {
+				state, pending = "CHANGED", p.PendingHash[:16]+" seen "+p.PendingAt.Format(time.RFC3339)
 			}
-			ctx := context.Background()
-			st, err := a.pinStore(ctx)
-			if err != nil {
-				return err
-			}
-			ps, err := st.ListPins(ctx, server)
-			if err != nil {
-				return store.Err("toolbox pins list", err)
-			}
-			if asJSON {
-				if ps == nil {
-					ps = []*store.ToolPin{}
-				}
-				return a.printJSON(ps)
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SERVER\tTOOL\tSTATE\tPINNED\tSINCE\tPENDING")
-			for _, p := range ps {
-				state, pending := "pinned", ""
-				if p.PendingHash != "" {
-					state, pending = "CHANGED", p.PendingHash[:16]+" seen "+p.PendingAt.Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Server, p.Tool, state, p.Hash[:16], p.PinnedAt.Format(time.RFC3339), pending)
-			}
-			return tw.Flush()
-		},
-	}
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", p.Server, p.Tool, state, p.Hash[:16], p.PinnedAt.Format(time.RFC3339), pending)
+		})
+	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON, with the pinned and the pending definitions")
 	var hash string
-	accept := &cobra.Command{
+	accept := a.storeCmd(&cobra.Command{
 		Use:   "accept SERVER [TOOL]",
 		Short: "Accept the changed definition of TOOL (or of every changed tool of SERVER)",
 		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := context.Background()
-			st, err := a.pinStore(ctx)
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+		server := args[0]
+		var todo []*store.ToolPin
+		if len(args) == 2 {
+			todo = []*store.ToolPin{{Server: server, Tool: args[1], PendingHash: hash}}
+		} else {
+			if hash != "" {
+				return usageErr("--hash needs a TOOL")
+			}
+			ps, err := st.ListPins(ctx, server)
 			if err != nil {
-				return err
+				return store.Err("toolbox pins accept", err)
 			}
-			server := args[0]
-			var todo []*store.ToolPin
-			if len(args) == 2 {
-				todo = []*store.ToolPin{{Server: server, Tool: args[1], PendingHash: hash}}
-			} else {
-				if hash != "" {
-					return usageErr("--hash needs a TOOL")
-				}
-				ps, err := st.ListPins(ctx, server)
-				if err != nil {
-					return store.Err("toolbox pins accept", err)
-				}
-				for _, p := range ps {
-					if p.PendingHash != "" {
-						todo = append(todo, p) // accept exactly what was listed
-					}
-				}
-				if len(todo) == 0 {
-					return armory.E("toolbox pins accept", armory.KindConflict, fmt.Sprintf("no changed definition of a tool of server %q is pending (armory toolbox pins list %s)", server, server))
+			for _, p := range ps {
+				if p.PendingHash != "" {
+					todo = append(todo, p) // accept exactly what was listed
 				}
 			}
-			for _, p := range todo {
-				got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
-				if err != nil {
-					return store.Err("toolbox pins accept", err)
-				}
-				fmt.Fprintf(a.stdout, "accepted %s/%s (sha256 %s)\n", got.Server, got.Tool, got.Hash)
+			if len(todo) == 0 {
+				return armory.E("toolbox pins accept", armory.KindConflict, fmt.Sprintf("no changed definition of a tool of server %q is pending (armory toolbox pins list %s)", server, server))
 			}
-			fmt.Fprintln(a.stderr, "restart armory serve (or run the next command) to offer the accepted tools")
-			return nil
-		},
-	}
+		}
+		for _, p := range todo {
+			got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
+			if err != nil {
+				return store.Err("toolbox pins accept", err)
+			}
+			fmt.Fprintf(a.stdout, "accepted %s/%s (sha256 %s)\n", got.Server, got.Tool, got.Hash)
+		}
+		fmt.Fprintln(a.stderr, "restart armory serve (or run the next command) to offer the accepted tools")
+		return nil
+	})
 	accept.Flags().StringVar(&hash, "hash", "", "accept only if the pending definition has this SHA-256 (from pins list --json)")
 	pins.AddCommand(list, accept)
-	c.AddCommand(pins)
-	return c
-}
-
-// pinStore opens the store of the world named by --world without starting
-// its upstream servers (closed when the command ends).
-func (a *app) pinStore(ctx context.Context) (store.Store, error) {
-	w, err := world.Load(a.world)
-	if err != nil {
-		return nil, err
-	}
-	return a.store(ctx, w)
+	return group("toolbox", "Manage toolboxes: the pinned definitions of upstream MCP tools", pins)
 }

@@ -17,11 +17,7 @@ func TestCLIUpstreamsAndPins(t *testing.T) {
 	if _, err := os.Stat(everything); err != nil {
 		testenv.Missing(t, "npm MCP servers", "(cd testdata/mcp-upstreams && npm ci --no-audit --no-fund)")
 	}
-	w := initWorld(t)
-	cfg := filepath.Join(w, "world-config.yaml")
-	b, _ := os.ReadFile(cfg)
-	b = append(b, []byte("\nmcp_servers:\n  everything:\n    command: ["+node+", "+everything+", stdio]\n  broken:\n    command: [/nonexistent/server]\n")...)
-	os.WriteFile(cfg, b, 0o644)
+	w := initWorld(t, "mcp_servers:\n  everything:\n    command: ["+node+", "+everything+", stdio]\n  broken:\n    command: [/nonexistent/server]")
 	world := "--world=" + w
 
 	r := armoryCmd(t, nil, world, "access", "explain", "architect", "mcp.broken.anything")

@@ -8,9 +8,14 @@
 package testenv
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
+
+	"github.com/armory-dev/armory/example"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Strict reports whether missing components must fail tests (CI=true).
@@ -38,4 +43,44 @@ func LookPath(t testing.TB, binary, how string) string {
 		Missing(t, binary, how)
 	}
 	return p
+}
+
+// ExampleWorld writes the built-in example world into a new folder below
+// t.TempDir() and returns it; each of config is appended to its
+// world-config.yaml on a line of its own (extra top-level keys).
+func ExampleWorld(t testing.TB, config ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "w")
+	if err := example.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if len(config) == 0 {
+		return dir
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "world-config.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, c := range config {
+		if _, err := f.WriteString("\n" + c + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// MCPTools lists the tools of an MCP session, and their names in the order
+// listed.
+func MCPTools(t testing.TB, ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, []string) {
+	t.Helper()
+	res, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	return res.Tools, names
 }

@@ -1,0 +1,299 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/postgres"
+	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/armory-dev/armory/world"
+)
+
+// Part names a part of the runtime that Open can leave out (Options.Skip).
+type Part uint8
+
+const (
+	// Store: open the store only if a module asks for it.
+	Store Part = 1 << iota
+	// Modules: provision no module (no upstream MCP servers are started).
+	Modules
+	// Trail: start no JSONL trail follower.
+	Trail
+	// Pipeline: build no pipeline (Engine.Pipeline returns nil).
+	Pipeline
+)
+
+// StoreOnly is what the commands that read or change the store and run no
+// tool skip: they get the world (without upstream tools), the store and
+// nothing else.
+const StoreOnly = Modules | Trail | Pipeline
+
+// DefaultTrailCloseTimeout bounds the JSONL trail's last catch-up in Close
+// (what it does not copy, the next start does).
+const DefaultTrailCloseTimeout = 10 * time.Second
+
+// Options configure Open. Open copies them; zero fields take the defaults
+// documented on each.
+type Options struct {
+	// World is the world folder. Required.
+	World string
+	// DB names the store: a postgres:// (or postgresql://) URL, or a
+	// SQLite file path (optionally sqlite://…); default
+	// <world>/.armory/armory.db. The world's durability setting applies.
+	DB string
+	// Store is an open store to use instead of opening DB. The caller keeps
+	// it: Close leaves it open.
+	Store store.Store
+	// Skip leaves parts out (0: build everything).
+	Skip Part
+	// Modules are provisioned after the built-in ones (the upstream MCP
+	// servers), in order, unless Skip has Modules.
+	Modules []Module
+	// RunLease is the lease of run claims (pipeline.Options.RunLease;
+	// default pipeline.DefaultRunLease).
+	RunLease time.Duration
+	// Logger receives the runtime's notes: upstream restarts, the trail's
+	// problems (default: discard).
+	Logger *slog.Logger
+	// Builtins replaces the built-in tools (roster.Options.Builtins;
+	// default builtin.All()); tests use it.
+	Builtins []armory.Tool
+	// TrailCloseTimeout bounds the trail's last catch-up in Close (default
+	// DefaultTrailCloseTimeout).
+	TrailCloseTimeout time.Duration
+}
+
+// Engine is the runtime of one world. Its accessors are safe for
+// concurrent use; Close must be called once the Engine is no longer used.
+type Engine struct {
+	opts     Options
+	world    *world.World
+	st       store.Store
+	ownStore bool
+	mods     []Module // provisioned, in order
+	roster   *roster.Roster
+	fol      *trail.Follower
+	p        *pipeline.Pipeline
+	events   hooks
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open builds the runtime that opts describe (see the package doc for the
+// order). Errors: the world's (*world.InvalidError, or KindNotFound for a
+// missing world), KindUnavailable for a store that cannot be opened, a
+// module's Provision or Validate error. On error nothing stays open.
+func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
+	if opts.World == "" {
+		return nil, armory.E("engine.Open", armory.KindInvalid, "a world folder is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.TrailCloseTimeout <= 0 {
+		opts.TrailCloseTimeout = DefaultTrailCloseTimeout
+	}
+	e := &Engine{opts: opts}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if e.world, err = world.Load(opts.World); err != nil {
+		return nil, err
+	}
+	if opts.Skip&Store == 0 {
+		if _, err = e.store(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var ropts roster.Options
+	ropts.Builtins = opts.Builtins
+	var warns world.Diagnostics
+	if opts.Skip&Modules == 0 {
+		env := Env{World: e.world, Logger: opts.Logger, store: e.store}
+		for _, m := range append([]Module{Upstreams()}, opts.Modules...) {
+			c, err := m.Provision(ctx, env)
+			e.mods = append(e.mods, m) // closed even when its provision failed midway
+			if err != nil {
+				return nil, armory.E("engine.Open", armory.KindOf(err), "module "+m.Name(), err)
+			}
+			ropts = c.addTo(ropts)
+			warns = append(warns, c.Warnings...)
+		}
+	}
+	if e.roster, err = roster.New(e.world, ropts); err != nil {
+		return nil, err
+	}
+	e.roster.Warnings = append(e.roster.Warnings, warns...)
+	for _, m := range e.mods {
+		if v, ok := m.(Validator); ok {
+			if err := v.Validate(e.roster); err != nil {
+				return nil, armory.E("engine.Open", armory.KindOf(err), "module "+m.Name(), err)
+			}
+		}
+	}
+	if opts.Skip&(Trail|Pipeline) != Trail|Pipeline {
+		if _, err = e.store(ctx); err != nil {
+			return nil, err
+		}
+	}
+	popts := pipeline.Options{Store: e.st, RunLease: opts.RunLease, OnEvent: e.events.emit}
+	if opts.Skip&Trail == 0 {
+		e.fol = trail.Start(filepath.Join(e.world.Dir, ".armory", "audit"), e.st, trail.Options{Logger: opts.Logger})
+		popts.AfterAudit = e.fol.Committed
+	}
+	if opts.Skip&Pipeline == 0 {
+		if e.p, err = pipeline.New(e.roster, popts); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// store returns the engine's store, opening it on first use (a module may
+// ask for it while Open runs, before the roster exists).
+func (e *Engine) store(ctx context.Context) (store.Store, error) {
+	if e.st != nil {
+		return e.st, nil
+	}
+	if e.opts.Store != nil {
+		e.st = e.opts.Store
+		return e.st, nil
+	}
+	st, err := openStore(ctx, e.opts.DB, e.world)
+	if err != nil {
+		return nil, err
+	}
+	e.st, e.ownStore = st, true
+	return st, nil
+}
+
+// openStore opens the store named by dsn (see Options.DB) in the world's
+// durability mode (world-config.yaml durability:).
+func openStore(ctx context.Context, dsn string, w *world.World) (store.Store, error) {
+	mode, window := store.Durability(w.Durability), w.DurabilityWindow
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		st, err := postgres.OpenWith(ctx, dsn, postgres.Options{Durability: mode, Window: window})
+		if err != nil {
+			return nil, armory.E("store", armory.KindUnavailable, "cannot open the Postgres store", err)
+		}
+		return st, nil
+	case dsn == "":
+		dsn = filepath.Join(w.Dir, ".armory", "armory.db")
+	}
+	dsn = strings.TrimPrefix(dsn, "sqlite://")
+	st, err := sqlite.OpenWith(dsn, sqlite.Options{Durability: mode, Window: window})
+	if err != nil {
+		return nil, armory.E("store", armory.KindUnavailable, "cannot open the SQLite store "+dsn, err)
+	}
+	return st, nil
+}
+
+// Close closes what Open opened, in reverse order: the trail follower
+// (after its bounded last catch-up), the modules (last provisioned first),
+// the store (unless Options.Store gave it). It is idempotent and returns
+// the first call's errors, joined.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		var errs []error
+		if e.fol != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), e.opts.TrailCloseTimeout)
+			errs = append(errs, e.fol.Close(ctx))
+			cancel()
+		}
+		for i := len(e.mods) - 1; i >= 0; i-- {
+			errs = append(errs, e.mods[i].Close())
+		}
+		if e.ownStore {
+			errs = append(errs, e.st.Close())
+		}
+		e.closeErr = errors.Join(errs...)
+	})
+	return e.closeErr
+}
+
+// World returns the loaded world.
+func (e *Engine) World() *world.World { return e.world }
+
+// Roster returns the world with every agent's registry.
+func (e *Engine) Roster() *roster.Roster { return e.roster }
+
+// Store returns the store, or nil when Options.Skip left it out and no
+// module asked for it.
+func (e *Engine) Store() store.Store { return e.st }
+
+// Pipeline returns the one pipeline, or nil when Options.Skip has Pipeline.
+func (e *Engine) Pipeline() *pipeline.Pipeline { return e.p }
+
+// Trail returns the JSONL trail's follower, or nil when Options.Skip has
+// Trail.
+func (e *Engine) Trail() *trail.Follower { return e.fol }
+
+// Subscribe calls f with every event of the pipeline (approval requested or
+// decided, limit reached) until the returned func is called. f must not
+// block. Safe for concurrent use.
+func (e *Engine) Subscribe(f func(pipeline.Event)) (unsubscribe func()) {
+	return e.events.add(f)
+}
+
+// hooks is the engine's list of event subscribers, read on every event
+// without a lock held while calling them.
+type hooks struct {
+	mu   sync.Mutex
+	next int
+	fs   map[int]func(pipeline.Event)
+	snap []func(pipeline.Event) // the current subscribers, rebuilt on change
+}
+
+func (h *hooks) add(f func(pipeline.Event)) func() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fs == nil {
+		h.fs = map[int]func(pipeline.Event){}
+	}
+	id := h.next
+	h.next++
+	h.fs[id] = f
+	h.rebuild()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			delete(h.fs, id)
+			h.rebuild()
+		})
+	}
+}
+
+func (h *hooks) rebuild() {
+	snap := make([]func(pipeline.Event), 0, len(h.fs))
+	for i := 0; i < h.next; i++ {
+		if f, ok := h.fs[i]; ok {
+			snap = append(snap, f)
+		}
+	}
+	h.snap = snap
+}
+
+func (h *hooks) emit(ev pipeline.Event) {
+	h.mu.Lock()
+	snap := h.snap
+	h.mu.Unlock()
+	for _, f := range snap {
+		f(ev)
+	}
+}

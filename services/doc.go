@@ -1,0 +1,19 @@
+// Package services will hold the world's shared services on the store:
+// messages (ask, broadcast), chat channels (gated ones too), tasks,
+// knowledge, memory, agent state and timers (util.watch, util.timer,
+// util.cron), each a small file set with its own methods and tables.
+//
+// It plugs into the engine as an engine.Module: Provision contributes the
+// services' syscall tools (syscall.task.create, channel.send, …) to the
+// catalog, so agents call them through the one pipeline like any tool, and
+// Close stops the timers. The persistence a service needs is an interface
+// declared here, by its user, and implemented by the store backends
+// (store/sqlite, store/postgres), which run one conformance suite for it.
+//
+// Rules (enforced by internal/archtest): a service depends downward only —
+// on engine, pipeline, roster, world, the root package and the store's
+// interfaces — never on a surface (server, cmd/armory, console) nor on a
+// store backend. Surfaces reach a service in two ways only: its exported
+// methods (humans: REST, SSE, CLI) or pipeline.Pipeline.Execute (agents);
+// never its tables.
+package services
