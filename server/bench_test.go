@@ -133,7 +133,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		b.Fatal(err)
 	}
 	cfg.opts.Addr = ln.Addr().String()
-	gopts := pipeline.Options{Store: st}
+	gopts := pipeline.Options{}
 	if !cfg.noFileSink {
 		// As armory serve: the JSONL trail in <world>/.armory/audit, a copy
 		// of the store's.
@@ -141,7 +141,7 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		b.Cleanup(func() { fol.Close(context.Background()) })
 		gopts.AfterAudit = fol.Committed
 	}
-	srv, err := server.New(h, gopts, cfg.opts)
+	srv, err := server.New(h, st, gopts, cfg.opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func serveOn(t *testing.T, dir string, st store.Store) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveHost(t, h, pipeline.Options{Store: st}, server.Options{})
+	return serveHost(t, h, st, pipeline.Options{}, server.Options{})
 }
 
 type restOutcome struct {

@@ -300,7 +300,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(h, pipeline.Options{Store: st}, server.Options{Addr: ln.Addr().String()})
+	srv, err := server.New(h, st, pipeline.Options{}, server.Options{Addr: ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}

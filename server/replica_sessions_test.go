@@ -39,7 +39,7 @@ func startReplica(t *testing.T, worldDir, dsn string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := serveHost(t, h, pipeline.Options{Store: st}, server.Options{})
+	e := serveHost(t, h, st, pipeline.Options{}, server.Options{})
 	var once sync.Once
 	stop := func() { once.Do(func() { e.stop(); st.Close() }) }
 	t.Cleanup(stop)

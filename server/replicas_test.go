@@ -32,7 +32,7 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 	}
 	fol := trail.Start(filepath.Join(dir, ".armory", "audit"), st, trail.Options{})
 	t.Cleanup(func() { fol.Close(context.Background()); st.Close() }) // registered first: runs after the server stops
-	return serveHost(t, h, pipeline.Options{Store: st, AfterAudit: fol.Committed}, server.Options{}), fol
+	return serveHost(t, h, st, pipeline.Options{AfterAudit: fol.Committed}, server.Options{}), fol
 }
 
 // Two replicas on one Postgres database and one world folder are one

@@ -134,7 +134,7 @@ func (o *Options) defaults() {
 type Server struct {
 	p    *pipeline.Pipeline
 	h    *roster.Roster
-	st   store.Store
+	st   Store
 	opts Options
 
 	mcpServers map[string]*mcp.Server
@@ -151,23 +151,27 @@ type Server struct {
 	unwatch []func()
 	// bus relays events between replicas sharing the store (nil when the
 	// store does not); origin names this replica on it (relay.go).
-	bus    eventBus
+	bus    store.Events
 	origin string
 }
 
-// New builds the pipeline for h from gopts (whose Store is required) with
+// New builds the pipeline for h over st (gopts.Store is set to st) with
 // the server's event hook chained before gopts.OnEvent, and the server
 // around it. Errors: those of pipeline.New; KindInvalid for a tool whose input
 // schema is not an object schema (MCP requires one) or a bad Addr.
-func New(h *roster.Roster, gopts pipeline.Options, opts Options) (*Server, error) {
+func New(h *roster.Roster, st Store, gopts pipeline.Options, opts Options) (*Server, error) {
+	if st == nil {
+		return nil, armory.E("server.New", armory.KindInvalid, "a store is required")
+	}
 	opts.defaults()
-	s := &Server{h: h, st: gopts.Store, opts: opts}
+	gopts.Store = st
+	s := &Server{h: h, st: st, opts: opts}
 	s.events = newHub(opts.EventBuffer)
 	s.tokens = newTokenCache(opts.TokenCacheTTL, nil)
-	if es, ok := gopts.Store.(tokenEpochStore); ok && s.tokens == nil {
-		s.tokens = newEpochTokenCache(es.TokenEpoch)
+	if s.tokens == nil {
+		s.tokens = newEpochTokenCache(st.TokenEpoch)
 	}
-	s.metrics = newMetrics(gopts.Store)
+	s.metrics = newMetrics(st)
 	prev := gopts.OnEvent
 	gopts.OnEvent = func(e pipeline.Event) {
 		s.onEvent(e)

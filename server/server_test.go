@@ -44,16 +44,16 @@ type env struct {
 	stop  func() error // shuts the server down; returns Serve's result
 }
 
-// serveHost serves h with the pipeline options gopts on a loopback port
-// until t ends (or e.stop); the store in gopts is the caller's to close.
-func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts server.Options) *env {
+// serveHost serves h over st with the pipeline options gopts on a loopback
+// port until t ends (or e.stop); st is the caller's to close.
+func serveHost(t *testing.T, h *roster.Roster, st store.Store, gopts pipeline.Options, opts server.Options) *env {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Addr = ln.Addr().String()
-	srv, err := server.New(h, gopts, opts)
+	srv, err := server.New(h, st, gopts, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func serveHost(t *testing.T, h *roster.Roster, gopts pipeline.Options, opts serv
 		return serveErr
 	}
 	t.Cleanup(func() { stop() })
-	return &env{t: t, h: h, st: gopts.Store, srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
+	return &env{t: t, h: h, st: st, srv: srv, url: "http://" + ln.Addr().String(), stop: stop}
 }
 
 func start(t *testing.T, opts server.Options) *env {
@@ -86,7 +86,7 @@ func start(t *testing.T, opts server.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() }) // registered first: runs after the server stops
-	e := serveHost(t, h, pipeline.Options{Store: st}, opts)
+	e := serveHost(t, h, st, pipeline.Options{}, opts)
 	admin, err := server.EnsureAdminToken(context.Background(), st)
 	if err != nil || admin == "" {
 		t.Fatalf("admin token: %q %v", admin, err)

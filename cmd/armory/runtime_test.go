@@ -48,7 +48,7 @@ func TestOneStorePerCommand(t *testing.T) {
 		t.Fatalf("store closed before the command ended: %v", err)
 	}
 	a.closeAll()
-	if _, err := p.Store().AuditHead(context.Background()); err == nil {
+	if _, err := a.st.AuditHead(context.Background()); err == nil {
 		t.Fatal("the store is still open after the command ended")
 	}
 }

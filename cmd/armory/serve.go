@@ -58,7 +58,7 @@ func (a *app) serveCmd() *cobra.Command {
 				return err
 			}
 			defer done()
-			if secret, err := server.EnsureAdminToken(ctx, srv.Pipeline().Store()); err != nil {
+			if secret, err := server.EnsureAdminToken(ctx, a.st); err != nil {
 				return err
 			} else if secret != "" {
 				fmt.Fprintf(a.stderr, "armory: created an admin token (shown only now; keep it safe):\n%s\n", secret)
@@ -121,7 +121,7 @@ func (a *app) server(ctx context.Context, opts server.Options, warm int) (*serve
 	if opts.MCPSessionTimeout == 0 {
 		opts.MCPSessionTimeout = ms.IdleTimeout
 	}
-	srv, err := server.New(h, gopts, opts)
+	srv, err := server.New(h, a.st, gopts, opts)
 	if err != nil {
 		release()
 		return nil, nil, err

@@ -12,8 +12,6 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-var _ store.RunClaims = (*Store)(nil)
-
 // dbNowUS is the database server's clock in microseconds: every lease is
 // measured by it, so replicas on machines whose clocks disagree still agree
 // on which leases have expired.

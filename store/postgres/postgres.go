@@ -101,7 +101,18 @@ type Store struct {
 	cacheHead  audit.Head
 }
 
-var _ store.Store = (*Store)(nil)
+// Store implements every role of store.Store.
+var (
+	_ store.Store     = (*Store)(nil)
+	_ store.AuditLog  = (*Store)(nil)
+	_ store.Approvals = (*Store)(nil)
+	_ store.Sessions  = (*Store)(nil)
+	_ store.Admission = (*Store)(nil)
+	_ store.RunClaims = (*Store)(nil)
+	_ store.Tokens    = (*Store)(nil)
+	_ store.Pins      = (*Store)(nil)
+	_ store.Events    = (*Store)(nil)
+)
 
 // Open connects to dsn (a postgres:// URL or key=value string; runtime
 // parameters such as search_path are passed on) with default Options.

@@ -11,8 +11,6 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-var _ store.RunClaims = (*Store)(nil)
-
 const selectClaim = `SELECT approval_id, holder, call_id, claimed_us, expires_us, state, resolved_by, resolved_us FROM run_claims`
 
 // scanClaim reads one claim; nowUS decides Expired.
