@@ -65,9 +65,8 @@ func (s *Store) core() *sqlstore.Core {
 		Snapshot: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
 			return s.inTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
 		},
-		Use:       s.use,
+		Gate:      s.gate,
 		Now:       s.opts.Now,
-		Closing:   s.closing,
 		ForUpdate: " FOR UPDATE",
 		Hub:       &s.hub,
 		MinPoll:   50 * time.Millisecond,

@@ -77,17 +77,14 @@ type Store struct {
 	// approvals, session reads, tokens, pins, run claims).
 	*sqlstore.Core
 
-	pool    *pgxpool.Pool
-	opts    Options
-	batch   *commit.Batcher
-	hub     notify.Hub
-	ev      events
-	closing chan struct{}
-	cancel  context.CancelFunc // stops the listener
-	lwg     sync.WaitGroup
-	once    sync.Once
-	closeMu sync.RWMutex
-	closed  bool
+	pool   *pgxpool.Pool
+	opts   Options
+	batch  *commit.Batcher
+	hub    notify.Hub
+	ev     events
+	gate   *sqlstore.Gate
+	cancel context.CancelFunc // stops the listener
+	lwg    sync.WaitGroup
 
 	// commits counts the committed group commits: [0] durable, [1] relaxed
 	// (CommitCounts).
@@ -146,7 +143,7 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	s := &Store{pool: pool, opts: opts, closing: make(chan struct{}), cache: commit.NewCache(0)}
+	s := &Store{pool: pool, opts: opts, gate: sqlstore.NewGate(), cache: commit.NewCache(0)}
 	s.Core = s.core()
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
@@ -258,28 +255,17 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
-	s.once.Do(func() {
-		s.closeMu.Lock()
-		s.closed = true
-		s.closeMu.Unlock()
-		close(s.closing)
+	return s.gate.Close(func() error {
 		s.batch.Close()
 		s.syncer.Close()
 		s.cancel()
 		s.lwg.Wait()
 		s.pool.Close()
+		return nil
 	})
-	return nil
 }
 
-func (s *Store) use() (func(), error) {
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return nil, store.ErrClosed
-	}
-	return s.closeMu.RUnlock, nil
-}
+func (s *Store) use() (func(), error) { return s.gate.Use() }
 
 // ---- audit ----
 

@@ -61,9 +61,8 @@ func (s *Store) core() *sqlstore.Core {
 		Snapshot: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
 			return inTx(ctx, s.r, &sql.TxOptions{ReadOnly: true}, fn)
 		},
-		Use:     s.use,
+		Gate:    s.gate,
 		Now:     s.opts.Now,
-		Closing: s.closing,
 		Hub:     &s.hub,
 		MinPoll: 5 * time.Millisecond,
 		PollMax: s.opts.PollMax,

@@ -34,7 +34,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,14 +85,11 @@ type Store struct {
 	// approvals, session reads, tokens, pins, run claims).
 	*sqlstore.Core
 
-	w, r    *sql.DB
-	opts    Options
-	batch   *commit.Batcher
-	hub     notify.Hub
-	closing chan struct{}
-	once    sync.Once
-	closeMu sync.RWMutex
-	closed  bool
+	w, r  *sql.DB
+	opts  Options
+	batch *commit.Batcher
+	hub   notify.Hub
+	gate  *sqlstore.Gate
 
 	// Prepared multi-row statements by row count (insertSizes): audit
 	// inserts, counter upserts, session starts.
@@ -234,7 +230,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, opts: opts, closing: make(chan struct{}), conns: conns, tokenEpochFile: path + "-tokens",
+	s := &Store{w: w, opts: opts, gate: sqlstore.NewGate(), conns: conns, tokenEpochFile: path + "-tokens",
 		insert: map[int]*sql.Stmt{}, setCounters: map[int]*sql.Stmt{}, startSessions: map[int]*sql.Stmt{}}
 	s.cache.adm = commit.NewCache(0)
 	s.walPath = path + "-wal"
@@ -396,17 +392,11 @@ func (s *Store) migrate() error {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
-	var err error
-	s.once.Do(func() {
-		s.closeMu.Lock()
-		s.closed = true
-		s.closeMu.Unlock()
-		close(s.closing)
+	return s.gate.Close(func() error {
 		s.batch.Close()
 		s.syncer.Close()
-		err = s.closeDBs()
+		return s.closeDBs()
 	})
-	return err
 }
 
 func (s *Store) closeDBs() error {
@@ -431,14 +421,7 @@ func (s *Store) closeDBs() error {
 
 // use guards an operation against a concurrent Close: it returns a release
 // function, or ErrClosed.
-func (s *Store) use() (func(), error) {
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return nil, store.ErrClosed
-	}
-	return s.closeMu.RUnlock, nil
-}
+func (s *Store) use() (func(), error) { return s.gate.Use() }
 
 // ---- audit ----
 

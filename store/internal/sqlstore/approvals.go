@@ -13,7 +13,7 @@ import (
 
 // CreateApproval implements store.Approvals.
 func (c *Core) CreateApproval(ctx context.Context, a *store.Approval) error {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func scanApproval(row Row) (*store.Approval, error) {
 
 // GetApproval implements store.Approvals.
 func (c *Core) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (c *Core) GetApproval(ctx context.Context, id string) (*store.Approval, err
 
 // ListApprovals implements store.Approvals.
 func (c *Core) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (c *Core) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*st
 // tx runs fn in a write transaction under Use; errors not wrapped by fn
 // are prefixed with op.
 func (c *Core) tx(ctx context.Context, op string, fn func(q Querier) error) error {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (c *Core) WaitApproval(ctx context.Context, id string) (*store.Approval, er
 			poll = min(poll*2, c.c.PollMax)
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-c.c.Closing:
+		case <-c.c.Gate.Closing():
 			return nil, store.ErrClosed
 		}
 	}

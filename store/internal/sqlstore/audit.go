@@ -37,7 +37,7 @@ func scanAudit(row Row) (*audit.Record, error) {
 
 // ListAudit implements store.AuditLog.
 func (c *Core) ListAudit(ctx context.Context, f store.AuditFilter) ([]*audit.Record, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (c *Core) auditHead(ctx context.Context, q Querier) (audit.Head, error) {
 // snapshot runs fn in the backend's Snapshot under Use, prefixing the
 // errors that are not fn's own.
 func (c *Core) snapshot(ctx context.Context, fn func(Querier) error) error {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return err
 	}

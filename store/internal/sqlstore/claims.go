@@ -92,7 +92,7 @@ func (c *Core) ClaimRun(ctx context.Context, id, holder, callID string, ttl time
 
 // RenewRun implements store.RunClaims.
 func (c *Core) RenewRun(ctx context.Context, id, holder string, ttl time.Duration) error {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func (c *Core) resolve(ctx context.Context, id, op string, ok func(*store.RunCla
 
 // InspectRun implements store.RunClaims.
 func (c *Core) InspectRun(ctx context.Context, id string) (*store.RunClaim, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func nonNil(b []byte) []byte {
 // pin exists) and the pending change run in one write transaction, and the
 // primary key makes the first observer across processes pin.
 func (c *Core) ObservePin(ctx context.Context, server, tool, hash string, def json.RawMessage) (*store.ToolPin, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (c *Core) ObservePin(ctx context.Context, server, tool, hash string, def js
 
 // ListPins implements store.Pins.
 func (c *Core) ListPins(ctx context.Context, server string) ([]*store.ToolPin, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ const sessionQuery = `SELECT COALESCE((SELECT started_us FROM sessions WHERE id 
 
 // GetSession implements store.Sessions.
 func (c *Core) GetSession(ctx context.Context, session string) (store.SessionInfo, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return store.SessionInfo{}, err
 	}
@@ -34,7 +34,7 @@ func (c *Core) GetSession(ctx context.Context, session string) (store.SessionInf
 
 // SessionGenerations implements store.Sessions.
 func (c *Core) SessionGenerations(ctx context.Context, base string, limit int) ([]store.SessionInfo, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +60,7 @@ type pair struct {
 }
 
 func (c *Core) readMap(ctx context.Context, q, session string) (map[string]int64, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}

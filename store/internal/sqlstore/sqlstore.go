@@ -50,13 +50,10 @@ type Config struct {
 	Tx func(ctx context.Context, fn func(Querier) error) error
 	// Snapshot runs fn in a read-only transaction: one consistent view.
 	Snapshot func(ctx context.Context, fn func(Querier) error) error
-	// Use is the backend's guard around every call: ErrClosed once closed,
-	// else a release to call when the call ends.
-	Use func() (release func(), err error)
+	// Gate guards every call against Close.
+	Gate *Gate
 	// Now is the clock of approval, decision, token and pin times.
 	Now func() time.Time
-	// Closing is closed when the Store closes (it ends WaitApproval).
-	Closing <-chan struct{}
 	// ForUpdate is appended to a SELECT of a row that a write transaction
 	// goes on to change: " FOR UPDATE" where rows are locked one by one
 	// (Postgres); "" where a write transaction holds the database's write

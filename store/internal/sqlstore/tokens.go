@@ -13,7 +13,7 @@ import (
 
 // CreateToken implements store.Tokens.
 func (c *Core) CreateToken(ctx context.Context, t *store.Token) error {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func scanToken(row Row) (*store.Token, error) {
 
 // ListTokens implements store.Tokens.
 func (c *Core) ListTokens(ctx context.Context) ([]*store.Token, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (c *Core) RevokeToken(ctx context.Context, id string) error {
 
 // LookupToken implements store.Tokens.
 func (c *Core) LookupToken(ctx context.Context, hash string) (*store.Token, error) {
-	release, err := c.c.Use()
+	release, err := c.c.Gate.Use()
 	if err != nil {
 		return nil, err
 	}
