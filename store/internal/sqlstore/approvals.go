@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,7 +71,7 @@ func (c *Core) GetApproval(ctx context.Context, id string) (*store.Approval, err
 	}
 	defer release()
 	a, err := scanApproval(c.c.Read.QueryRow(ctx, selectApproval+` WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
+	if noRows(err) {
 		return nil, c.errf("approval "+id, store.ErrNotFound)
 	}
 	if err != nil {
@@ -83,28 +82,13 @@ func (c *Core) GetApproval(ctx context.Context, id string) (*store.Approval, err
 
 // ListApprovals implements store.Approvals.
 func (c *Core) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var (
-		conds []string
-		args  []any
-	)
-	for _, kv := range [...]struct{ col, v string }{
-		{"status", string(f.Status)}, {"agent", f.Agent}, {"session", f.Session}, {"route", f.Route},
-	} {
-		if kv.v != "" {
-			conds, args = append(conds, kv.col+" = ?"), append(args, kv.v)
-		}
-	}
-	args = append(args, store.EffectiveLimit(f.Limit))
-	out, err := collect(ctx, c.c.Read, scanApproval, selectApproval+where(conds)+" ORDER BY created_us ASC, id ASC LIMIT ?", args...)
-	if err != nil {
-		return nil, c.errf("list approvals", err)
-	}
-	return out, nil
+	var w filter
+	w.eq("status", string(f.Status))
+	w.eq("agent", f.Agent)
+	w.eq("session", f.Session)
+	w.eq("route", f.Route)
+	w.args = append(w.args, store.EffectiveLimit(f.Limit))
+	return list(ctx, c, "list approvals", scanApproval, selectApproval+w.where()+" ORDER BY created_us ASC, id ASC LIMIT ?", w.args...)
 }
 
 // tx runs fn in a write transaction under Use; errors not wrapped by fn
@@ -143,7 +127,7 @@ func (c *Core) DecideApproval(ctx context.Context, id string, decision store.App
 	err := c.tx(ctx, "decide approval", func(q Querier) error {
 		var current string
 		err := q.QueryRow(ctx, `SELECT status FROM approvals WHERE id = ?`+c.c.ForUpdate, id).Scan(&current)
-		if errors.Is(err, sql.ErrNoRows) {
+		if noRows(err) {
 			return final(c.errf("approval "+id, store.ErrNotFound))
 		}
 		if err != nil {
@@ -178,7 +162,7 @@ func (c *Core) runnable(ctx context.Context, q Querier, id, op string) error {
 		have   *string
 	)
 	err := q.QueryRow(ctx, `SELECT status, result FROM approvals WHERE id = ?`+c.c.ForUpdate, id).Scan(&status, &have)
-	if errors.Is(err, sql.ErrNoRows) {
+	if noRows(err) {
 		return final(c.errf("approval "+id, store.ErrNotFound))
 	}
 	if err != nil {

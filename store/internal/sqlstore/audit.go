@@ -37,52 +37,27 @@ func scanAudit(row Row) (*audit.Record, error) {
 
 // ListAudit implements store.AuditLog.
 func (c *Core) ListAudit(ctx context.Context, f store.AuditFilter) ([]*audit.Record, error) {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var (
-		conds []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		conds, args = append(conds, cond), append(args, v)
-	}
-	if f.Agent != "" {
-		add("agent = ?", f.Agent)
-	}
-	if f.Tool != "" {
-		add("tool = ?", f.Tool)
-	}
-	if f.Session != "" {
-		add("session = ?", f.Session)
-	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
-	}
-	if f.CallID != "" {
-		add("id = ?", f.CallID)
-	}
+	var w filter
+	w.eq("agent", f.Agent)
+	w.eq("tool", f.Tool)
+	w.eq("session", f.Session)
+	w.eq("status", string(f.Status))
+	w.eq("id", f.CallID)
 	if !f.Since.IsZero() {
-		add("time_us >= ?", f.Since.UnixMicro())
+		w.add("time_us >= ?", f.Since.UnixMicro())
 	}
 	if f.AfterSeq > 0 {
-		add("seq > ?", f.AfterSeq)
+		w.add("seq > ?", f.AfterSeq)
 	}
 	if f.BeforeSeq > 0 {
-		add("seq < ?", f.BeforeSeq)
+		w.add("seq < ?", f.BeforeSeq)
 	}
 	order := " ORDER BY seq DESC"
 	if f.Oldest {
 		order = " ORDER BY seq ASC"
 	}
-	args = append(args, store.EffectiveLimit(f.Limit))
-	out, err := collect(ctx, c.c.Read, scanAudit, selectAudit+where(conds)+order+" LIMIT ?", args...)
-	if err != nil {
-		return nil, c.errf("list audit", err)
-	}
-	return out, nil
+	w.args = append(w.args, store.EffectiveLimit(f.Limit))
+	return list(ctx, c, "list audit", scanAudit, selectAudit+w.where()+order+" LIMIT ?", w.args...)
 }
 
 func (c *Core) iterAudit(ctx context.Context, q Querier, fn func(*audit.Record) error) error {

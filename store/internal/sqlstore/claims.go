@@ -2,9 +2,7 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -47,7 +45,7 @@ func leaseUS(ttl time.Duration) int64 { return max(ttl.Microseconds(), 1) }
 func (c *Core) lockApproval(ctx context.Context, q Querier, id string) error {
 	var status string
 	err := q.QueryRow(ctx, `SELECT status FROM approvals WHERE id = ?`+c.c.ForUpdate, id).Scan(&status)
-	if errors.Is(err, sql.ErrNoRows) {
+	if noRows(err) {
 		return final(c.errf("approval "+id, store.ErrNotFound))
 	}
 	return err
@@ -70,7 +68,7 @@ func (c *Core) ClaimRun(ctx context.Context, id, holder, callID string, ttl time
 			return err
 		}
 		cl, err = scanClaim(q.QueryRow(ctx, selectClaim(now), id))
-		if err == nil || !errors.Is(err, sql.ErrNoRows) {
+		if err == nil || !noRows(err) {
 			return err
 		}
 		if err := c.runnable(ctx, q, id, "claim run"); err != nil {
@@ -143,7 +141,7 @@ func (c *Core) resolve(ctx context.Context, id, op string, ok func(*store.RunCla
 			return err
 		}
 		cl, err = scanClaim(q.QueryRow(ctx, selectClaim(now), id))
-		if errors.Is(err, sql.ErrNoRows) {
+		if noRows(err) {
 			return final(c.errf("run claim "+id, store.ErrNotFound))
 		}
 		if err != nil {
@@ -183,7 +181,7 @@ func (c *Core) InspectRun(ctx context.Context, id string) (*store.RunClaim, erro
 
 func (c *Core) inspect(ctx context.Context, id string) (*store.RunClaim, error) {
 	cl, err := scanClaim(c.c.Read.QueryRow(ctx, selectClaim(c.c.Claims()), id))
-	if errors.Is(err, sql.ErrNoRows) {
+	if noRows(err) {
 		return nil, c.errf("run claim "+id, store.ErrNotFound)
 	}
 	if err != nil {

@@ -2,9 +2,7 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
 
 	"github.com/armory-dev/armory/store"
 )
@@ -80,16 +78,7 @@ func (c *Core) ObservePin(ctx context.Context, server, tool, hash string, def js
 
 // ListPins implements store.Pins.
 func (c *Core) ListPins(ctx context.Context, server string) ([]*store.ToolPin, error) {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	out, err := collect(ctx, c.c.Read, scanPin, selectPin+` WHERE CAST(? AS TEXT) = '' OR server = ? ORDER BY server, tool`, server, server)
-	if err != nil {
-		return nil, c.errf("list pins", err)
-	}
-	return out, nil
+	return list(ctx, c, "list pins", scanPin, selectPin+` WHERE CAST(? AS TEXT) = '' OR server = ? ORDER BY server, tool`, server, server)
 }
 
 // AcceptPin implements store.Pins.
@@ -97,7 +86,7 @@ func (c *Core) AcceptPin(ctx context.Context, server, tool, hash string) (*store
 	var p *store.ToolPin
 	err := c.tx(ctx, "accept pin", func(q Querier) (err error) {
 		p, err = scanPin(q.QueryRow(ctx, selectPin+` WHERE server = ? AND tool = ?`+c.c.ForUpdate, server, tool))
-		if errors.Is(err, sql.ErrNoRows) {
+		if noRows(err) {
 			return final(c.errf("pin "+server+"/"+tool, store.ErrNotFound))
 		}
 		if err != nil {

@@ -34,24 +34,15 @@ func (c *Core) GetSession(ctx context.Context, session string) (store.SessionInf
 
 // SessionGenerations implements store.Sessions.
 func (c *Core) SessionGenerations(ctx context.Context, base string, limit int) ([]store.SessionInfo, error) {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
 	if limit <= 0 || limit > store.MaxSessionGenerations {
 		limit = store.MaxSessionGenerations
 	}
-	out, err := collect(ctx, c.c.Read, func(r Row) (store.SessionInfo, error) {
+	return list(ctx, c, "session generations", func(r Row) (store.SessionInfo, error) {
 		var id string
 		var start, active int64
 		err := r.Scan(&id, &start, &active)
 		return store.NewSessionInfo(id, start, active), err
 	}, generationsQuery, base, base, base, limit)
-	if err != nil {
-		return nil, c.errf("session generations", err)
-	}
-	return out, nil
 }
 
 type pair struct {
@@ -60,17 +51,12 @@ type pair struct {
 }
 
 func (c *Core) readMap(ctx context.Context, q, session string) (map[string]int64, error) {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	kvs, err := collect(ctx, c.c.Read, func(r Row) (p pair, err error) {
+	kvs, err := list(ctx, c, "read session", func(r Row) (p pair, err error) {
 		err = r.Scan(&p.k, &p.v)
 		return p, err
 	}, q, session)
 	if err != nil {
-		return nil, c.errf("read session", err)
+		return nil, err
 	}
 	m := make(map[string]int64, len(kvs))
 	for _, p := range kvs {

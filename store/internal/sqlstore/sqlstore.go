@@ -11,6 +11,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -100,6 +102,24 @@ func Dollar(q string) string {
 	return b.String()
 }
 
+// list runs the read q under the gate and scans every row with scan;
+// errors are prefixed with op.
+func list[T any](ctx context.Context, c *Core, op string, scan func(Row) (T, error), q string, args ...any) ([]T, error) {
+	release, err := c.c.Gate.Use()
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	out, err := collect(ctx, c.c.Read, scan, q, args...)
+	if err != nil {
+		return nil, c.errf(op, err)
+	}
+	return out, nil
+}
+
+// noRows reports whether err is a query's "no row".
+func noRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
 // collect runs q on db and scans every row with scan.
 func collect[T any](ctx context.Context, db Querier, scan func(Row) (T, error), q string, args ...any) ([]T, error) {
 	rows, err := db.Query(ctx, q, args...)
@@ -134,10 +154,27 @@ func TimeOrZero(us int64) time.Time {
 	return time.UnixMicro(us).UTC()
 }
 
-// where joins conditions into a WHERE clause ("" for none).
-func where(conds []string) string {
-	if len(conds) == 0 {
+// filter builds a WHERE clause from conditions and their arguments.
+type filter struct {
+	conds []string
+	args  []any
+}
+
+func (f *filter) add(cond string, v any) {
+	f.conds, f.args = append(f.conds, cond), append(f.args, v)
+}
+
+// eq adds col = v unless v is empty (a zero field does not filter).
+func (f *filter) eq(col, v string) {
+	if v != "" {
+		f.add(col+" = ?", v)
+	}
+}
+
+// where is the WHERE clause ("" for none).
+func (f *filter) where() string {
+	if len(f.conds) == 0 {
 		return ""
 	}
-	return " WHERE " + strings.Join(conds, " AND ")
+	return " WHERE " + strings.Join(f.conds, " AND ")
 }

@@ -2,8 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -62,16 +60,7 @@ func scanToken(row Row) (*store.Token, error) {
 
 // ListTokens implements store.Tokens.
 func (c *Core) ListTokens(ctx context.Context) ([]*store.Token, error) {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	out, err := collect(ctx, c.c.Read, scanToken, selectToken+` ORDER BY created_us ASC, id ASC`)
-	if err != nil {
-		return nil, c.errf("list tokens", err)
-	}
-	return out, nil
+	return list(ctx, c, "list tokens", scanToken, selectToken+` ORDER BY created_us ASC, id ASC`)
 }
 
 // RevokeToken implements store.Tokens: the token's row is read (locked
@@ -82,7 +71,7 @@ func (c *Core) RevokeToken(ctx context.Context, id string) error {
 	return c.tx(ctx, "revoke token", func(q Querier) error {
 		var revoked int64
 		err := q.QueryRow(ctx, `SELECT revoked_us FROM tokens WHERE id = ?`+c.c.ForUpdate, id).Scan(&revoked)
-		if errors.Is(err, sql.ErrNoRows) {
+		if noRows(err) {
 			return final(c.errf("token "+id, store.ErrNotFound))
 		}
 		if err != nil {
@@ -104,7 +93,7 @@ func (c *Core) LookupToken(ctx context.Context, hash string) (*store.Token, erro
 	}
 	defer release()
 	t, err := scanToken(c.c.Read.QueryRow(ctx, LookupTokenQuery, hash))
-	if errors.Is(err, sql.ErrNoRows) {
+	if noRows(err) {
 		return nil, c.errf("token", store.ErrNotFound)
 	}
 	if err != nil {
