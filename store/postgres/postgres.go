@@ -101,18 +101,8 @@ type Store struct {
 	cacheHead  audit.Head
 }
 
-// Store implements every role of store.Store.
-var (
-	_ store.Store     = (*Store)(nil)
-	_ store.AuditLog  = (*Store)(nil)
-	_ store.Approvals = (*Store)(nil)
-	_ store.Sessions  = (*Store)(nil)
-	_ store.Admission = (*Store)(nil)
-	_ store.RunClaims = (*Store)(nil)
-	_ store.Tokens    = (*Store)(nil)
-	_ store.Pins      = (*Store)(nil)
-	_ store.Events    = (*Store)(nil)
-)
+// Store implements every role (store.Store embeds them all).
+var _ store.Store = (*Store)(nil)
 
 // Open connects to dsn (a postgres:// URL or key=value string; runtime
 // parameters such as search_path are passed on) with default Options.

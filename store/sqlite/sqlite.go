@@ -162,18 +162,8 @@ var sqliteDriver = func() driver.Driver {
 	return db.Driver()
 }()
 
-// Store implements every role of store.Store.
-var (
-	_ store.Store     = (*Store)(nil)
-	_ store.AuditLog  = (*Store)(nil)
-	_ store.Approvals = (*Store)(nil)
-	_ store.Sessions  = (*Store)(nil)
-	_ store.Admission = (*Store)(nil)
-	_ store.RunClaims = (*Store)(nil)
-	_ store.Tokens    = (*Store)(nil)
-	_ store.Pins      = (*Store)(nil)
-	_ store.Events    = (*Store)(nil)
-)
+// Store implements every role (store.Store embeds them all).
+var _ store.Store = (*Store)(nil)
 
 // insertSizes are the row counts of the prepared audit inserts; a batch is
 // written greedily with the largest that fit.

@@ -26,52 +26,79 @@ import (
 // close Stores itself (Close is idempotent).
 type Opener func(t *testing.T) store.Store
 
-// Run runs the whole conformance suite against the backend that open opens.
+// Run runs the whole conformance suite against the backend that open opens,
+// one group of subtests per role of store.Store.
 func Run(t *testing.T, open Opener) {
-	tests := []struct {
+	type check struct {
 		name string
 		fn   func(t *testing.T, open Opener)
-	}{
-		{"AuditAppendAndList", testAuditAppendAndList},
-		{"AuditRoundTrip", testAuditRoundTrip},
-		{"AuditGroupCommit64", testAuditGroupCommit},
-		{"AuditTwoStores", testAuditTwoStores},
-		{"AuditClosedAndCanceled", testAuditClosedAndCanceled},
-		{"ApprovalLifecycle", testApprovalLifecycle},
-		{"ApprovalEscalation", testApprovalEscalation},
-		{"ApprovalDoubleDecisionRace", testApprovalDoubleDecisionRace},
-		{"WaitApprovalOtherStore", testWaitApprovalOtherStore},
-		{"WaitApprovalBlocks", testWaitApprovalBlocks},
-		{"CountersExact", testCountersExact},
-		{"CountersExactTwoStores", testCountersExactTwoStores},
-		{"CounterLimits", testCounterLimits},
-		{"Overrides", testOverrides},
-		{"ResetSession", testResetSession},
-		{"SessionStart", testSessionStart},
-		{"AdmitExactTwoStoresMixed", testAdmitExact},
-		{"AdmitRefusalAppliesNothing", testAdmitRefusal},
-		{"AdmitOverride", testAdmitOverride},
-		{"AdmitRuntime", testAdmitRuntime},
-		{"AdmitInvalidAndClosed", testAdmitInvalid},
-		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
-		{"AdmitNoSync", testAdmitNoSync},
-		{"AdmitRepeatTwoStores", testAdmitRepeatTwoStores},
-		{"SessionGenerations", testSessionGenerations},
-		{"ReleaseTwoStores", testRelease},
-		{"DurablePointStrict", testDurablePointStrict},
-		{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
-		{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
-		{"CacheManySessions", testCacheManySessions},
-		{"Tokens", testTokens},
-		{"TokensTwoStoresAndRevokeRace", testTokensRace},
-		{"Pins", testPins},
-		{"PinsFirstObserverWinsTwoStores", testPinsRace},
-		{"RunClaims", testRunClaims},
-		{"RunClaimsExpiry", testRunClaimsExpiry},
-		{"RunClaimsRace", testRunClaimsRace},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open) })
+	roles := []struct {
+		role   string
+		checks []check
+	}{
+		{"AuditLog", []check{
+			{"AppendAndList", testAuditAppendAndList},
+			{"RoundTrip", testAuditRoundTrip},
+			{"GroupCommit64", testAuditGroupCommit},
+			{"TwoStores", testAuditTwoStores},
+			{"ClosedAndCanceled", testAuditClosedAndCanceled},
+			{"DurablePointStrict", testDurablePointStrict},
+		}},
+		{"Approvals", []check{
+			{"Lifecycle", testApprovalLifecycle},
+			{"Escalation", testApprovalEscalation},
+			{"DoubleDecisionRace", testApprovalDoubleDecisionRace},
+			{"WaitOtherStore", testWaitApprovalOtherStore},
+			{"WaitBlocks", testWaitApprovalBlocks},
+		}},
+		{"Sessions", []check{
+			{"CountersExact", testCountersExact},
+			{"CountersExactTwoStores", testCountersExactTwoStores},
+			{"CounterLimits", testCounterLimits},
+			{"Overrides", testOverrides},
+			{"ResetSession", testResetSession},
+			{"SessionStart", testSessionStart},
+			{"SessionGenerations", testSessionGenerations},
+			{"ReleaseTwoStores", testRelease},
+		}},
+		{"Admission", []check{
+			{"ExactTwoStoresMixed", testAdmitExact},
+			{"RefusalAppliesNothing", testAdmitRefusal},
+			{"Override", testAdmitOverride},
+			{"Runtime", testAdmitRuntime},
+			{"InvalidAndClosed", testAdmitInvalid},
+			{"MixedWithAppend", testAdmitMixedWithAppend},
+			{"NoSync", testAdmitNoSync},
+			{"RepeatTwoStores", testAdmitRepeatTwoStores},
+			{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
+			{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},
+			{"CacheManySessions", testCacheManySessions},
+		}},
+		{"RunClaims", []check{
+			{"Lifecycle", testRunClaims},
+			{"Expiry", testRunClaimsExpiry},
+			{"Race", testRunClaimsRace},
+		}},
+		{"Tokens", []check{
+			{"Lifecycle", testTokens},
+			{"TwoStoresAndRevokeRace", testTokensRace},
+			{"Epoch", testTokenEpoch},
+		}},
+		{"Pins", []check{
+			{"Lifecycle", testPins},
+			{"FirstObserverWinsTwoStores", testPinsRace},
+		}},
+		{"Events", []check{
+			{"SentReachesOtherStore", testEvents},
+		}},
+	}
+	for _, r := range roles {
+		t.Run(r.role, func(t *testing.T) {
+			for _, c := range r.checks {
+				t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
+			}
+		})
 	}
 }
 
