@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -19,41 +18,22 @@ func baseDSN(t testing.TB) string { return testenv.PostgresDSN(t) }
 // freshSchema returns a DSN on a fresh schema, dropped when t ends.
 func freshSchema(t testing.TB) string { return testenv.PostgresSchema(t) }
 
-func opener() (storetest.Opener, func(t *testing.T) string) {
-	var (
-		mu   sync.Mutex
-		dsns = map[*testing.T]string{}
-	)
-	dsnFor := func(t *testing.T) string {
-		mu.Lock()
-		defer mu.Unlock()
-		d, ok := dsns[t]
-		if !ok {
-			d = freshSchema(t)
-			dsns[t] = d
-		}
-		return d
-	}
-	open := func(t *testing.T) store.Store {
-		s, err := postgres.Open(context.Background(), dsnFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	return open, dsnFor
+// opener opens Stores with opts, each test on its own schema.
+func opener(opts postgres.Options) (storetest.Opener, func(t *testing.T) string) {
+	return storetest.OpenerOf(func(t *testing.T) string { return freshSchema(t) }, func(dsn string) (store.Store, error) {
+		return postgres.OpenWith(context.Background(), dsn, opts)
+	})
 }
 
 func TestConformance(t *testing.T) {
 	baseDSN(t)
-	open, _ := opener()
+	open, _ := opener(postgres.Options{})
 	storetest.Run(t, open)
 }
 
 func TestTamper(t *testing.T) {
 	baseDSN(t)
-	open, dsnFor := opener()
+	open, dsnFor := opener(postgres.Options{})
 	storetest.Tamper(t, open, func(t *testing.T, query string) {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, dsnFor(t))

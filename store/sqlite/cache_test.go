@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
 	"github.com/armory-dev/armory/store/storetest"
@@ -18,59 +17,13 @@ import (
 // CacheManySessions) changes that state between batches from this Store
 // and from others; this file adds what needs SQLite's own clock option.
 
-func startRec(sess string, i int) *audit.Record {
-	r := storetest.Record(i)
-	r.Session, r.Phase, r.Status = sess, audit.PhaseStart, audit.StatusRunning
-	return r
-}
-
-// ResetSession between batches restarts the session clock that Admit's
-// runtime cap measures, and SessionStart creating a session between batches
-// is the start the next batch uses.
-func TestCacheSessionClock(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	s, err := sqlite.OpenWith(filepath.Join(t.TempDir(), "a.db"), sqlite.Options{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	run := func(i int) store.AdmitResult {
-		t.Helper()
-		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: startRec("s", i), MaxRuntime: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	start := now
-	if res := run(0); !res.Admitted || !res.SessionStart.Equal(start) {
-		t.Fatalf("first admit: %+v", res)
-	}
-	now = now.Add(2 * time.Minute)
-	if res := run(1); res.Admitted || res.Hit == nil || res.Hit.Counter != store.LimitSessionRuntime {
-		t.Fatalf("admit after the runtime: %+v", res)
-	}
-	if err := s.ResetSession(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	// SessionStart (outside the committer) starts the clock now.
-	got, err := s.SessionStart(ctx, "s")
-	if err != nil || !got.Equal(now) {
-		t.Fatalf("SessionStart = %v, %v; want %v", got, err, now)
-	}
-	if res := run(2); !res.Admitted || !res.SessionStart.Equal(now) {
-		t.Fatalf("admit after reset: %+v, want start %v", res, now)
-	}
-	// An override of the runtime set between batches applies.
-	now = now.Add(30 * time.Second)
-	if err := s.SetLimitOverride(ctx, "s", store.LimitSessionRuntime, 10); err != nil {
-		t.Fatal(err)
-	}
-	if res := run(3); res.Admitted || res.Hit == nil || res.Hit.Max != 10 {
-		t.Fatalf("admit over the override: %+v", res)
-	}
+// The session clock across batches (storetest.RunClock) on Stores with a
+// set clock.
+func TestClock(t *testing.T) {
+	storetest.RunClock(t, func(now func() time.Time) storetest.Opener {
+		open, _ := opener(sqlite.Options{Now: now})
+		return open
+	})
 }
 
 // A NoSync batch is committed with synchronous=NORMAL on a FULL Store, and
@@ -94,7 +47,7 @@ func TestNoSyncRestoresFull(t *testing.T) {
 			}
 			defer s.Close()
 			c0 := s.CommitCounts()
-			res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: startRec("s", 0), NoSync: true,
+			res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: storetest.StartRecord("s", 0), NoSync: true,
 				Acquire: []store.Acquisition{{Counter: "tool_calls", N: 1, Max: 10}}})
 			if err != nil || !res.Admitted {
 				t.Fatalf("admit: %+v %v", res, err)

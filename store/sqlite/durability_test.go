@@ -2,7 +2,6 @@ package sqlite_test
 
 import (
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,25 +17,8 @@ func batchedOpts(window time.Duration) sqlite.Options {
 func TestBatched(t *testing.T) {
 	for _, window := range []time.Duration{0, time.Second} {
 		t.Run(window.String(), func(t *testing.T) {
-			var (
-				mu    sync.Mutex
-				paths = map[*testing.T]string{}
-			)
-			storetest.RunBatched(t, func(t *testing.T) store.Store {
-				mu.Lock()
-				p, ok := paths[t]
-				if !ok {
-					p = filepath.Join(t.TempDir(), "armory.db")
-					paths[t] = p
-				}
-				mu.Unlock()
-				s, err := sqlite.OpenWith(p, batchedOpts(window))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			})
+			open, _ := opener(batchedOpts(window))
+			storetest.RunBatched(t, open)
 		})
 	}
 }

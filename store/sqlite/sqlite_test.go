@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"database/sql"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/armory-dev/armory/store"
@@ -11,41 +10,20 @@ import (
 	"github.com/armory-dev/armory/store/storetest"
 )
 
-// opener returns a storetest.Opener that gives each test its own database
-// file, and the path of that file for a test.
-func opener() (storetest.Opener, func(t *testing.T) string) {
-	var (
-		mu    sync.Mutex
-		paths = map[*testing.T]string{}
-	)
-	pathFor := func(t *testing.T) string {
-		mu.Lock()
-		defer mu.Unlock()
-		p, ok := paths[t]
-		if !ok {
-			p = filepath.Join(t.TempDir(), "nested", "dir", "armory.db")
-			paths[t] = p
-		}
-		return p
-	}
-	open := func(t *testing.T) store.Store {
-		s, err := sqlite.Open(pathFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	return open, pathFor
+// opener opens Stores with opts, each test on its own database file (in
+// directories that do not exist yet).
+func opener(opts sqlite.Options) (storetest.Opener, func(t *testing.T) string) {
+	return storetest.OpenerOf(func(t *testing.T) string { return filepath.Join(t.TempDir(), "nested", "dir", "armory.db") },
+		func(path string) (store.Store, error) { return sqlite.OpenWith(path, opts) })
 }
 
 func TestConformance(t *testing.T) {
-	open, _ := opener()
+	open, _ := opener(sqlite.Options{})
 	storetest.Run(t, open)
 }
 
 func TestTamper(t *testing.T) {
-	open, pathFor := opener()
+	open, pathFor := opener(sqlite.Options{})
 	storetest.Tamper(t, open, func(t *testing.T, query string) {
 		db, err := sql.Open("sqlite", pathFor(t)+"?_pragma=busy_timeout(10000)")
 		if err != nil {

@@ -73,7 +73,7 @@ func testBatchedVisibleAndSynced(t *testing.T, open Opener) {
 	}
 	// A lone admission: committed and visible to the other Store, caps
 	// included, when Admit returns.
-	res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: startRecord("b", 1),
+	res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: StartRecord("b", 1),
 		Acquire: []store.Acquisition{acq("tool_calls", 1, 2)}})
 	if err != nil || !res.Admitted {
 		t.Fatalf("Admit: %+v %v", res, err)
@@ -86,11 +86,11 @@ func testBatchedVisibleAndSynced(t *testing.T, open Opener) {
 	}
 	// The cap holds across the Stores at once, with no sync in between
 	// needed.
-	if res, err := s2.Admit(ctx, &store.AdmitRequest{Session: "b", Record: startRecord("b", 2),
+	if res, err := s2.Admit(ctx, &store.AdmitRequest{Session: "b", Record: StartRecord("b", 2),
 		Acquire: []store.Acquisition{acq("tool_calls", 1, 2)}}); err != nil || !res.Admitted {
 		t.Fatalf("second Admit: %+v %v", res, err)
 	}
-	if res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: startRecord("b", 3),
+	if res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: StartRecord("b", 3),
 		Acquire: []store.Acquisition{acq("tool_calls", 1, 2)}}); err != nil || res.Admitted {
 		t.Fatalf("third Admit over the cap of 2 across Stores: %+v %v", res, err)
 	}

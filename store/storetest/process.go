@@ -111,7 +111,7 @@ func HelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
 					_, ok, err = s.Acquire(ctx, "sess", "tool_calls", 1, 400)
 				} else {
 					var res store.AdmitResult
-					res, err = s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: startRecord("sess", int(i)),
+					res, err = s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: StartRecord("sess", int(i)),
 						Acquire: []store.Acquisition{acq("tool_calls", 1, 400)}, MaxRuntime: time.Hour})
 					ok = res.Admitted
 					if ok {

@@ -18,7 +18,7 @@ func testAdmitRepeatTwoStores(t *testing.T, open Opener) {
 	stores := []store.Store{open(t), open(t)}
 	admit := func(i int, sum int64, justified bool) store.AdmitResult {
 		t.Helper()
-		res, err := stores[i%2].Admit(ctx, &store.AdmitRequest{Session: "rep", Record: startRecord("rep", i),
+		res, err := stores[i%2].Admit(ctx, &store.AdmitRequest{Session: "rep", Record: StartRecord("rep", i),
 			Acquire: []store.Acquisition{{Counter: "calls", N: 1, Max: 1000}},
 			Repeat:  &store.Repeat{Sum: sum, Max: 5, Justified: justified}})
 		if err != nil {
@@ -94,7 +94,7 @@ func testSessionGenerations(t *testing.T, open Opener) {
 	}
 	names := []string{base, base + "#2", base + "#9", base + "#10", "ag_1%:defaultX", "ag_1%:default2", "bg_1%:default#3", "ag_1:default#4"}
 	for i, n := range names {
-		if res, err := s.Admit(ctx, &store.AdmitRequest{Session: n, Record: startRecord(n, i)}); err != nil || !res.Admitted {
+		if res, err := s.Admit(ctx, &store.AdmitRequest{Session: n, Record: StartRecord(n, i)}); err != nil || !res.Admitted {
 			t.Fatalf("admit %s: %+v %v", n, res, err)
 		}
 	}
@@ -123,7 +123,7 @@ func testSessionGenerations(t *testing.T, open Opener) {
 	}
 	before, _ := s.GetSession(ctx, base+"#9")
 	time.Sleep(2 * time.Millisecond) // the clock must move for a later activity to differ
-	if res, err := s.Admit(ctx, &store.AdmitRequest{Session: base + "#9", Record: startRecord(base+"#9", 50)}); err != nil || !res.Admitted {
+	if res, err := s.Admit(ctx, &store.AdmitRequest{Session: base + "#9", Record: StartRecord(base+"#9", 50)}); err != nil || !res.Admitted {
 		t.Fatal(err)
 	}
 	after, _ := s.GetSession(ctx, base+"#9")
@@ -172,7 +172,7 @@ func testRelease(t *testing.T, open Opener) {
 	}
 	// stores[1]'s committer now caches the counter (301); stores[0] and
 	// stores[1] itself then release it: the next admission must see 0.
-	if res, err := stores[1].Admit(ctx, &store.AdmitRequest{Session: "rel", Record: startRecord("rel", 0),
+	if res, err := stores[1].Admit(ctx, &store.AdmitRequest{Session: "rel", Record: StartRecord("rel", 0),
 		Acquire: []store.Acquisition{{Counter: "events", N: 1, Max: 1 << 40}}}); err != nil || !res.Admitted {
 		t.Fatalf("admit: %+v %v", res, err)
 	}
@@ -182,7 +182,7 @@ func testRelease(t *testing.T, open Opener) {
 	if cur, err := stores[0].Release(ctx, "rel", "events", 1000); err != nil || cur != 0 {
 		t.Fatalf("release past zero: %d %v", cur, err)
 	}
-	res, err := stores[1].Admit(ctx, &store.AdmitRequest{Session: "rel", Record: startRecord("rel", 1),
+	res, err := stores[1].Admit(ctx, &store.AdmitRequest{Session: "rel", Record: StartRecord("rel", 1),
 		Acquire: []store.Acquisition{{Counter: "events", N: 1, Max: 1}}})
 	if err != nil || !res.Admitted {
 		t.Fatalf("admit after release: %+v %v", res, err)
