@@ -66,7 +66,7 @@ func TestReplicasRepetitionPostgres(t *testing.T) {
 	ctx := context.Background()
 	var reps []*env
 	for range 2 {
-		st, err := postgres.Open(ctx, dsn)
+		st, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +252,7 @@ func startEditConfirm(t *testing.T) *env {
 }
 
 func openSQLite(t *testing.T) store.Store {
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
+	st, err := sqlite.OpenWith(filepath.Join(t.TempDir(), "armory.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,7 +292,7 @@ func startPeerWorld(t *testing.T) *peerWorld {
 		t.Fatal(err)
 	}
 	trigger.h = h
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "armory.db"))
+	st, err := sqlite.OpenWith(filepath.Join(t.TempDir(), "armory.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func startReplica(t *testing.T, worldDir, dsn string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.OpenWith(context.Background(), dsn, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

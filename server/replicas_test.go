@@ -26,7 +26,7 @@ func startTrailReplica(t *testing.T, dir, dsn string) (*env, *trail.Follower) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := postgres.Open(context.Background(), dsn)
+	st, err := postgres.OpenWith(context.Background(), dsn, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

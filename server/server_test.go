@@ -81,7 +81,7 @@ func start(t *testing.T, opts server.Options) *env {
 		t.Fatal(err)
 	}
 	db := filepath.Join(t.TempDir(), "armory.db")
-	st, err := sqlite.Open(db)
+	st, err := sqlite.OpenWith(db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

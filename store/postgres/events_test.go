@@ -19,7 +19,7 @@ func TestEventsCrossStores(t *testing.T) {
 	dsn := freshSchema(t)
 	ctx := context.Background()
 	open := func() *postgres.Store {
-		s, err := postgres.Open(ctx, dsn)
+		s, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +84,7 @@ func TestEventsCrossStores(t *testing.T) {
 func TestEventsQueueBounded(t *testing.T) {
 	dsn := freshSchema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn)
+	s, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

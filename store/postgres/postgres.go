@@ -104,10 +104,6 @@ type Store struct {
 // Store implements every role (store.Store embeds them all).
 var _ store.Store = (*Store)(nil)
 
-// Open connects to dsn (a postgres:// URL or key=value string; runtime
-// parameters such as search_path are passed on) with default Options.
-func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
-
 // OpenWith connects to dsn, applies the embedded migrations that the
 // database lacks (serialized across processes by an advisory lock) and
 // starts listening for approval decisions.

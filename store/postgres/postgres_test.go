@@ -47,7 +47,9 @@ func TestTamper(t *testing.T) {
 	})
 }
 
-func openDSN(dsn string) (store.Store, error) { return postgres.Open(context.Background(), dsn) }
+func openDSN(dsn string) (store.Store, error) {
+	return postgres.OpenWith(context.Background(), dsn, postgres.Options{})
+}
 
 func TestHelperProcess(t *testing.T) { storetest.HelperProcess(t, openDSN) }
 
@@ -60,12 +62,12 @@ func TestCrossProcess(t *testing.T) {
 func TestListenerReconnects(t *testing.T) {
 	dsn := freshSchema(t)
 	ctx := context.Background()
-	waiter, err := postgres.Open(ctx, dsn)
+	waiter, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer waiter.Close()
-	decider, err := postgres.Open(ctx, dsn)
+	decider, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestListenerReconnects(t *testing.T) {
 }
 
 func BenchmarkAppendAudit(b *testing.B) {
-	s, err := postgres.Open(context.Background(), freshSchema(b))
+	s, err := postgres.OpenWith(context.Background(), freshSchema(b), postgres.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -169,10 +169,6 @@ var _ store.Store = (*Store)(nil)
 // written greedily with the largest that fit.
 var insertSizes = []int{64, 16, 4, 1}
 
-// Open opens (creating it and its parent directories when needed) the
-// database at path with default Options.
-func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
-
 // OpenWith opens the database at path. It applies the embedded migrations
 // that the file lacks (serialized across processes by the write lock).
 func OpenWith(path string, opts Options) (*Store, error) {

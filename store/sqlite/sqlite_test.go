@@ -36,7 +36,7 @@ func TestTamper(t *testing.T) {
 	})
 }
 
-func openDSN(dsn string) (store.Store, error) { return sqlite.Open(dsn) }
+func openDSN(dsn string) (store.Store, error) { return sqlite.OpenWith(dsn, sqlite.Options{}) }
 
 func TestHelperProcess(t *testing.T) { storetest.HelperProcess(t, openDSN) }
 
