@@ -60,19 +60,10 @@ func TestCrossProcess(t *testing.T) {
 // TestListenerReconnects kills the Store's LISTEN connection from the
 // server side; a decision made afterwards must still wake the waiter.
 func TestListenerReconnects(t *testing.T) {
-	dsn := freshSchema(t)
+	open, dsnFor := opener(postgres.Options{})
+	waiter, decider := open(t), open(t)
 	ctx := context.Background()
-	waiter, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
-	decider, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer decider.Close()
-	admin, err := pgx.Connect(ctx, dsn)
+	admin, err := pgx.Connect(ctx, dsnFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}

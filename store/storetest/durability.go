@@ -167,14 +167,9 @@ const crashEnv = "ARMORY_STORETEST_CRASH_DSN"
 // process was started as one. open opens a Store on dsn (in the mode under
 // test).
 func CrashHelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
-	dsn := os.Getenv(crashEnv)
-	if dsn == "" {
+	s := childStore(crashEnv, "crash helper", open)
+	if s == nil {
 		return
-	}
-	s, err := open(dsn)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crash helper: open:", err)
-		os.Exit(2)
 	}
 	ctx := context.Background()
 	var mu sync.Mutex

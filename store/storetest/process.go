@@ -77,18 +77,29 @@ const (
 	helperAppends  = 200 // audit records
 )
 
+// childStore opens the Store of a child process, on the database its
+// parent put in the environment variable env; nil when this process is not
+// such a child. It exits the process when the Store cannot be opened.
+func childStore(env, what string, open func(dsn string) (store.Store, error)) store.Store {
+	dsn := os.Getenv(env)
+	if dsn == "" {
+		return nil
+	}
+	s, err := open(dsn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, what+": open:", err)
+		os.Exit(2)
+	}
+	return s
+}
+
 // HelperProcess is the body of a child process started by CrossProcess.
 // Call it from a test named TestHelperProcess; it returns at once unless
 // the process was started as a helper. open opens a Store on dsn.
 func HelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
-	dsn := os.Getenv(helperEnv)
-	if dsn == "" {
+	s := childStore(helperEnv, "helper", open)
+	if s == nil {
 		return
-	}
-	s, err := open(dsn)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper: open:", err)
-		os.Exit(2)
 	}
 	// Wait until the parent releases every helper at once.
 	io.Copy(io.Discard, os.Stdin)
