@@ -323,8 +323,8 @@ func (s *Store) flush(entries []commit.Entry) (err error) {
 	}
 	// Read now what the cache lacks; cached keys are read later only if the
 	// generation says the cache is stale.
-	readS, skipS := splitSessions(s.cache, sessions)
-	readK, skipK := splitCounters(s.cache, keys)
+	readS, skipS := split(sessions, s.cache.HasSession)
+	readK, skipK := split(keys, s.cache.HasCounter)
 	if s.cacheValid && len(readS) == 0 && len(readK) == 0 {
 		s.cacheValid = false // until this batch commits: the ledger writes into the cache
 		inTx = true
@@ -564,27 +564,14 @@ func admissionKeys(entries []commit.Entry) ([]string, []commit.Key) {
 	return sessions, keys
 }
 
-// splitSessions splits sessions (keeping their order) into those whose
-// start and overrides c lacks and those it holds.
-func splitSessions(c *commit.Cache, sessions []string) (read, skip []string) {
-	for _, id := range sessions {
-		if c.HasSession(id) {
-			skip = append(skip, id)
+// split splits items (keeping their order) into those the cache lacks
+// and those it holds (has).
+func split[T any](items []T, has func(T) bool) (read, skip []T) {
+	for _, it := range items {
+		if has(it) {
+			skip = append(skip, it)
 		} else {
-			read = append(read, id)
-		}
-	}
-	return read, skip
-}
-
-// splitCounters splits keys (keeping their order) into those whose value c
-// lacks and those it holds.
-func splitCounters(c *commit.Cache, keys []commit.Key) (read, skip []commit.Key) {
-	for _, k := range keys {
-		if c.HasCounter(k) {
-			skip = append(skip, k)
-		} else {
-			read = append(read, k)
+			read = append(read, it)
 		}
 	}
 	return read, skip
