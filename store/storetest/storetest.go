@@ -102,6 +102,25 @@ func Run(t *testing.T, open Opener) {
 	}
 }
 
+// sameRecords checks that the trail, oldest first, starts with exactly
+// written, and returns it.
+func sameRecords(t *testing.T, s store.Store, written []*audit.Record) []*audit.Record {
+	t.Helper()
+	got, err := s.ListAudit(ctxT(t), store.AuditFilter{Oldest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) < len(written) {
+		t.Fatalf("%d records stored, %d written", len(got), len(written))
+	}
+	for i := range written {
+		if !reflect.DeepEqual(got[i], written[i]) {
+			t.Fatalf("record %d differs after storage:\n got %+v\nwant %+v", i+1, got[i], written[i])
+		}
+	}
+	return got
+}
+
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
@@ -218,15 +237,7 @@ func testAuditAppendAndList(t *testing.T, open Opener) {
 		t.Fatalf("default limit: %d records, %v", len(got), err)
 	}
 	// What comes back is exactly what was written.
-	got, err := s.ListAudit(ctx, store.AuditFilter{Oldest: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range written {
-		if !reflect.DeepEqual(got[i], written[i]) {
-			t.Fatalf("record %d differs:\n got %+v\nwant %+v", i+1, got[i], written[i])
-		}
-	}
+	sameRecords(t, s, written)
 	if err := s.VerifyAudit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -262,14 +273,8 @@ func testAuditRoundTrip(t *testing.T, open Opener) {
 		mustAppend(t, ctx, s, r)
 		written = append(written, r)
 	}
-	got, err := s.ListAudit(ctx, store.AuditFilter{Oldest: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := sameRecords(t, s, written)
 	for i := range written {
-		if !reflect.DeepEqual(got[i], written[i]) {
-			t.Fatalf("record %d differs after storage:\n got %+v\nwant %+v", i+1, got[i], written[i])
-		}
 		if got[i].ComputeHash() != got[i].Hash {
 			t.Fatalf("record %d: stored form does not hash to its hash", i+1)
 		}

@@ -12,11 +12,6 @@ import (
 
 // CreateApproval implements store.Approvals.
 func (c *Core) CreateApproval(ctx context.Context, a *store.Approval) error {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return err
-	}
-	defer release()
 	ap, err := store.NewApproval(a, c.c.Now())
 	if err != nil {
 		return c.errf("create approval", err)
@@ -26,18 +21,33 @@ func (c *Core) CreateApproval(ctx context.Context, a *store.Approval) error {
 		r := string(ap.Result)
 		result = &r
 	}
-	n, err := c.c.Write.Exec(ctx, `INSERT INTO approvals
+	err = c.insert(ctx, "create approval "+ap.ID, "id exists", `INSERT INTO approvals
 		(id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by, decision_reason, decided_us, route, result)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 		ap.ID, ap.Agent, ap.Session, ap.Task, ap.Tool, string(ap.Args), ap.ArgsHash, ap.Reason, ap.Level, ap.CreatedAt.UnixMicro(),
 		string(ap.Status), ap.DecidedBy, ap.DecisionReason, MicrosOrZero(ap.DecidedAt), ap.Route, result)
 	if err != nil {
-		return c.errf("create approval", err)
-	}
-	if n == 0 {
-		return c.errf("create approval "+ap.ID, fmt.Errorf("%w: id exists", store.ErrConflict))
+		return err
 	}
 	*a = ap
+	return nil
+}
+
+// insert runs q, an INSERT … ON CONFLICT DO NOTHING, under the gate: a row
+// that exists already is ErrConflict (exists says why).
+func (c *Core) insert(ctx context.Context, op, exists, q string, args ...any) error {
+	release, err := c.c.Gate.Use()
+	if err != nil {
+		return err
+	}
+	defer release()
+	n, err := c.c.Write.Exec(ctx, q, args...)
+	if err != nil {
+		return c.errf(op, err)
+	}
+	if n == 0 {
+		return c.errf(op, fmt.Errorf("%w: %s", store.ErrConflict, exists))
+	}
 	return nil
 }
 

@@ -11,11 +11,6 @@ import (
 
 // CreateToken implements store.Tokens.
 func (c *Core) CreateToken(ctx context.Context, t *store.Token) error {
-	release, err := c.c.Gate.Use()
-	if err != nil {
-		return err
-	}
-	defer release()
 	if err := store.CheckToken(t); err != nil {
 		return c.errf("create token", err)
 	}
@@ -28,13 +23,10 @@ func (c *Core) CreateToken(ctx context.Context, t *store.Token) error {
 	}
 	tk.CreatedAt = tk.CreatedAt.UTC().Truncate(time.Microsecond)
 	tk.RevokedAt = time.Time{}
-	n, err := c.c.Write.Exec(ctx, `INSERT INTO tokens (id, hash, admin, agent, name, created_us) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT DO NOTHING`, tk.ID, tk.Hash, tk.Admin, tk.Agent, tk.Name, tk.CreatedAt.UnixMicro())
+	err := c.insert(ctx, "create token "+tk.ID, "id or hash exists", `INSERT INTO tokens (id, hash, admin, agent, name, created_us)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, tk.ID, tk.Hash, tk.Admin, tk.Agent, tk.Name, tk.CreatedAt.UnixMicro())
 	if err != nil {
-		return c.errf("create token", err)
-	}
-	if n == 0 {
-		return c.errf("create token "+tk.ID, fmt.Errorf("%w: id or hash exists", store.ErrConflict))
+		return err
 	}
 	*t = tk
 	return nil
