@@ -38,7 +38,6 @@ import (
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/internal/auditrow"
 	"github.com/armory-dev/armory/store/internal/commit"
-	"github.com/armory-dev/armory/store/internal/migrate"
 	"github.com/armory-dev/armory/store/internal/notify"
 	"github.com/armory-dev/armory/store/internal/sqlstore"
 )
@@ -151,40 +150,17 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
-		return fmt.Errorf("postgres: migrate: lock: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	var have int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	if have > len(ms) {
-		return fmt.Errorf("postgres: database schema version %d is newer than this program (%d)", have, len(ms))
-	}
-	for _, m := range ms[have:] {
-		if _, err := tx.Exec(ctx, m.SQL); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES ($1)`, m.Version); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	return nil
+	return sqlstore.Migrate(ctx, "postgres", func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+		return s.inTx(ctx, pgx.TxOptions{}, fn)
+	}, sqlstore.Schema{
+		FS:       migrations,
+		Lock:     fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLock),
+		Versions: `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+		Record: func(ctx context.Context, q sqlstore.Querier, version int) error {
+			_, err := q.Exec(ctx, `INSERT INTO schema_version (version) VALUES (?)`, version)
+			return err
+		},
+	})
 }
 
 // listen opens the dedicated listener connection.

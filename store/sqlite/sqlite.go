@@ -41,7 +41,6 @@ import (
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/internal/auditrow"
 	"github.com/armory-dev/armory/store/internal/commit"
-	"github.com/armory-dev/armory/store/internal/migrate"
 	"github.com/armory-dev/armory/store/internal/notify"
 	"github.com/armory-dev/armory/store/internal/sqlstore"
 
@@ -342,38 +341,16 @@ func execRows(ctx context.Context, tx *sql.Tx, stmts map[int]*sql.Stmt, cols int
 }
 
 func (s *Store) migrate() error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one migrator at a time
-	if err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_us INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	var have int
-	if err := tx.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	if have > len(ms) {
-		return fmt.Errorf("sqlite: database schema version %d is newer than this program (%d)", have, len(ms))
-	}
-	for _, m := range ms[have:] {
-		if _, err := tx.Exec(m.SQL); err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(`INSERT INTO schema_version (version, applied_us) VALUES (?, ?)`, m.Version, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	return nil
+	return sqlstore.Migrate(context.Background(), "sqlite", func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+		return inTx(ctx, s.w, nil, fn) // BEGIN IMMEDIATE: one migrator at a time
+	}, sqlstore.Schema{
+		FS:       migrations,
+		Versions: `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_us INTEGER NOT NULL)`,
+		Record: func(ctx context.Context, q sqlstore.Querier, version int) error {
+			_, err := q.Exec(ctx, `INSERT INTO schema_version (version, applied_us) VALUES (?, ?)`, version, time.Now().UnixMicro())
+			return err
+		},
+	})
 }
 
 // Close implements store.Store.
