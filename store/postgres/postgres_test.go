@@ -34,7 +34,12 @@ func TestConformance(t *testing.T) {
 func TestTamper(t *testing.T) {
 	baseDSN(t)
 	open, dsnFor := opener(postgres.Options{})
-	storetest.Tamper(t, open, func(t *testing.T, query string) {
+	storetest.Tamper(t, open, execOn(dsnFor))
+}
+
+// execOn returns a function that runs one statement on the test's schema.
+func execOn(dsnFor func(*testing.T) string) func(t *testing.T, query string) {
+	return func(t *testing.T, query string) {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, dsnFor(t))
 		if err != nil {
@@ -44,7 +49,13 @@ func TestTamper(t *testing.T) {
 		if _, err := conn.Exec(ctx, query); err != nil {
 			t.Fatalf("%s: %v", query, err)
 		}
-	})
+	}
+}
+
+func TestNewerSchema(t *testing.T) {
+	baseDSN(t)
+	_, dsnFor := opener(postgres.Options{})
+	storetest.NewerSchema(t, dsnFor(t), openDSN, execOn(dsnFor))
 }
 
 func openDSN(dsn string) (store.Store, error) {

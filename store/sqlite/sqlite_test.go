@@ -26,7 +26,12 @@ func TestConformance(t *testing.T) {
 
 func TestTamper(t *testing.T) {
 	open, pathFor := opener(sqlite.Options{})
-	storetest.Tamper(t, open, func(t *testing.T, query string) {
+	storetest.Tamper(t, open, execOn(pathFor))
+}
+
+// execOn returns a function that runs one statement on the test's database.
+func execOn(pathFor func(*testing.T) string) func(t *testing.T, query string) {
+	return func(t *testing.T, query string) {
 		db, err := sql.Open("sqlite", pathFor(t)+"?_pragma=busy_timeout(10000)")
 		if err != nil {
 			t.Fatal(err)
@@ -35,7 +40,12 @@ func TestTamper(t *testing.T) {
 		if _, err := db.Exec(query); err != nil {
 			t.Fatalf("%s: %v", query, err)
 		}
-	})
+	}
+}
+
+func TestNewerSchema(t *testing.T) {
+	_, pathFor := opener(sqlite.Options{})
+	storetest.NewerSchema(t, pathFor(t), openDSN, execOn(pathFor))
 }
 
 func openDSN(dsn string) (store.Store, error) { return sqlite.OpenWith(dsn, sqlite.Options{}) }

@@ -281,3 +281,22 @@ func BenchmarkAppend(b *testing.B, s store.Store) {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/rec")
 	}
 }
+
+// NewerSchema checks that a Store refuses a database whose schema is newer
+// than the program (a later version of Armory migrated it): open fails and
+// says so, and nothing is migrated. db is a fresh database, exec runs one
+// SQL statement on it.
+func NewerSchema(t *testing.T, db string, open func(db string) (store.Store, error), exec func(t *testing.T, query string)) {
+	s, err := open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	exec(t, `UPDATE schema_version SET version = 999 WHERE version = (SELECT MAX(version) FROM schema_version)`)
+	if s, err := open(db); err == nil || !strings.Contains(err.Error(), "newer than this program") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("open of a newer schema: %v", err)
+	}
+}
