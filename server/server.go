@@ -149,8 +149,9 @@ type Server struct {
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
-	// bus relays events between replicas sharing the store (nil when the
-	// store does not); origin names this replica on it (relay.go).
+	// bus relays events between replicas sharing the store (nil until
+	// New subscribes; a SQLite store relays nothing); origin names this
+	// replica on it (relay.go).
 	bus    store.Events
 	origin string
 }
