@@ -136,11 +136,7 @@ func (c *Core) DecideApproval(ctx context.Context, id string, decision store.App
 	}
 	err := c.tx(ctx, "decide approval", func(q Querier) error {
 		var current string
-		err := q.QueryRow(ctx, `SELECT status FROM approvals WHERE id = ?`+c.c.ForUpdate, id).Scan(&current)
-		if noRows(err) {
-			return final(c.errf("approval "+id, store.ErrNotFound))
-		}
-		if err != nil {
+		if err := c.lockRow(ctx, q, "approval "+id, `SELECT status FROM approvals WHERE id = ?`, id, &current); err != nil {
 			return err
 		}
 		if err := store.CheckDecision(store.ApprovalStatus(current), decision); err != nil {
@@ -163,6 +159,17 @@ func (c *Core) DecideApproval(ctx context.Context, id string, decision store.App
 	return nil
 }
 
+// lockRow reads into dest the one row that query (a SELECT … WHERE … = ?)
+// selects for arg, in q's transaction, locking it where the backend locks
+// rows; no row is a final ErrNotFound naming what.
+func (c *Core) lockRow(ctx context.Context, q Querier, what, query string, arg any, dest ...any) error {
+	err := q.QueryRow(ctx, query+c.c.ForUpdate, arg).Scan(dest...)
+	if noRows(err) {
+		return final(c.errf(what, store.ErrNotFound))
+	}
+	return err
+}
+
 // runnable reads approval id's status and whether a result is stored, in
 // q's transaction (locking the row where the backend locks rows), and
 // returns a final error unless it is approved without a result.
@@ -171,11 +178,7 @@ func (c *Core) runnable(ctx context.Context, q Querier, id, op string) error {
 		status string
 		have   *string
 	)
-	err := q.QueryRow(ctx, `SELECT status, result FROM approvals WHERE id = ?`+c.c.ForUpdate, id).Scan(&status, &have)
-	if noRows(err) {
-		return final(c.errf("approval "+id, store.ErrNotFound))
-	}
-	if err != nil {
+	if err := c.lockRow(ctx, q, "approval "+id, `SELECT status, result FROM approvals WHERE id = ?`, id, &status, &have); err != nil {
 		return err
 	}
 	if status != string(store.StatusApproved) || have != nil {

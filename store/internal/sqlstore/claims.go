@@ -44,11 +44,7 @@ func leaseUS(ttl time.Duration) int64 { return max(ttl.Microseconds(), 1) }
 // ErrNotFound for no such approval.
 func (c *Core) lockApproval(ctx context.Context, q Querier, id string) error {
 	var status string
-	err := q.QueryRow(ctx, `SELECT status FROM approvals WHERE id = ?`+c.c.ForUpdate, id).Scan(&status)
-	if noRows(err) {
-		return final(c.errf("approval "+id, store.ErrNotFound))
-	}
-	return err
+	return c.lockRow(ctx, q, "approval "+id, `SELECT status FROM approvals WHERE id = ?`, id, &status)
 }
 
 // ClaimRun implements store.RunClaims. The check of the approval and the

@@ -62,17 +62,13 @@ func (c *Core) RevokeToken(ctx context.Context, id string) error {
 	now := max(c.c.Now().UnixMicro(), 1)
 	return c.tx(ctx, "revoke token", func(q Querier) error {
 		var revoked int64
-		err := q.QueryRow(ctx, `SELECT revoked_us FROM tokens WHERE id = ?`+c.c.ForUpdate, id).Scan(&revoked)
-		if noRows(err) {
-			return final(c.errf("token "+id, store.ErrNotFound))
-		}
-		if err != nil {
+		if err := c.lockRow(ctx, q, "token "+id, `SELECT revoked_us FROM tokens WHERE id = ?`, id, &revoked); err != nil {
 			return err
 		}
 		if revoked != 0 {
 			return final(c.errf("token "+id, fmt.Errorf("%w: already revoked", store.ErrConflict)))
 		}
-		_, err = q.Exec(ctx, `UPDATE tokens SET revoked_us = ? WHERE id = ?`, now, id)
+		_, err := q.Exec(ctx, `UPDATE tokens SET revoked_us = ? WHERE id = ?`, now, id)
 		return err
 	})
 }
