@@ -195,22 +195,7 @@ func (p *Pipeline) EscalateExpired(ctx context.Context, id string) (*store.Appro
 func (p *Pipeline) runApproved(ctx context.Context, s *state) Outcome {
 	a := s.approval
 	s.stage("approval", "approved", fmt.Sprintf("approved by %s: %s", a.DecidedBy, orNone(a.DecisionReason)))
-	if p.claims != nil {
-		return p.runClaimed(ctx, s)
-	}
-	_, claimed, err := p.st.Acquire(ctx, "approval:"+a.ID, "run", 1, 1)
-	if err != nil {
-		return p.refuse(ctx, s, p.storeFailure(s, "approval", err))
-	}
-	if !claimed {
-		return p.storedOutcome(ctx, s)
-	}
-	o := p.run(ctx, s, a.DecidedBy)
-	b, _ := json.Marshal(storedOutcome{Outcome: o, Kind: o.Kind})
-	if err := p.st.SetApprovalResult(context.WithoutCancel(ctx), a.ID, b); err != nil {
-		o.Reasons = append(o.Reasons, "approval: the result could not be stored: "+err.Error())
-	}
-	return o
+	return p.runClaimed(ctx, s)
 }
 
 type storedOutcome struct {

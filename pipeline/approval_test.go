@@ -17,7 +17,7 @@ import (
 // armory process (the human's `armory approvals approve`) would.
 func otherProcess(t *testing.T, f *fixture) store.Store {
 	t.Helper()
-	st, err := sqlite.Open(f.db)
+	st, err := sqlite.OpenWith(f.db, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func BenchmarkPipelineNoopPostgres(b *testing.B) {
 		testenv.Missing(b, "postgres", "set ARMORY_TEST_POSTGRES; see scripts/setup-components")
 	}
 	f := newFixture(b)
-	pg, err := postgres.Open(context.Background(), dsn)
+	pg, err := postgres.OpenWith(context.Background(), dsn, postgres.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

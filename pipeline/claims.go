@@ -44,7 +44,7 @@ func (p *Pipeline) resultWait(s *state) time.Duration {
 // that outcome (awaitRun).
 func (p *Pipeline) runClaimed(ctx context.Context, s *state) Outcome {
 	a := s.approval
-	_, won, err := p.claims.ClaimRun(ctx, a.ID, p.opts.Holder, s.id, p.opts.RunLease)
+	_, won, err := p.st.ClaimRun(ctx, a.ID, p.opts.Holder, s.id, p.opts.RunLease)
 	if errors.Is(err, store.ErrConflict) {
 		return p.awaitRun(ctx, s) // the result was stored meanwhile
 	}
@@ -78,7 +78,7 @@ func (p *Pipeline) finishClaim(ctx context.Context, id string, result json.RawMe
 			time.Sleep(time.Duration(i) * p.opts.PollInterval)
 		}
 		fctx, cancel := context.WithTimeout(ctx, p.opts.RunLease)
-		err = p.claims.FinishRun(fctx, id, p.opts.Holder, result)
+		err = p.st.FinishRun(fctx, id, p.opts.Holder, result)
 		cancel()
 		if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrClosed) {
 			return err
@@ -111,7 +111,7 @@ func (p *Pipeline) holdClaim(ctx context.Context, id string) (stop func() (lost 
 			case <-t.C:
 			}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-			err := p.claims.RenewRun(rctx, id, p.opts.Holder, p.opts.RunLease)
+			err := p.st.RenewRun(rctx, id, p.opts.Holder, p.opts.RunLease)
 			cancel()
 			if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 				isLost.Store(true)
@@ -148,7 +148,7 @@ func (p *Pipeline) awaitRun(ctx context.Context, s *state) Outcome {
 			return p.storedOutcome(ctx, s)
 		}
 		if err == nil {
-			c, err := p.claims.InspectRun(wctx, a.ID)
+			c, err := p.st.InspectRun(wctx, a.ID)
 			if err == nil {
 				holder = c.Holder
 				if c.Expired {
@@ -186,7 +186,7 @@ func (p *Pipeline) interrupt(ctx context.Context, s *state, c *store.RunClaim) (
 		DecidedBy: a.DecidedBy, Permission: a.Level, Stages: stages, Reasons: reasonsOf(stages)}
 	so := storedOutcome{Outcome: o, Kind: o.Kind}
 	b, _ := json.Marshal(so)
-	if _, err := p.claims.InterruptRun(ctx, a.ID, p.opts.Holder, b); err != nil {
+	if _, err := p.st.InterruptRun(ctx, a.ID, p.opts.Holder, b); err != nil {
 		return Outcome{}, false
 	}
 	saved := s.stages

@@ -152,7 +152,7 @@ func TestApprovedCallKilledMidRunIsInterrupted(t *testing.T) {
 	if m := f.marks(t); len(m) != 1 {
 		t.Fatalf("the tool ran %d times: %v", len(m), m)
 	}
-	if cl, err := other.(store.RunClaims).InspectRun(ctx, id); err != nil || cl.State != store.RunInterrupted || cl.ResolvedBy != f.p.opts.Holder {
+	if cl, err := other.InspectRun(ctx, id); err != nil || cl.State != store.RunInterrupted || cl.ResolvedBy != f.p.opts.Holder {
 		t.Fatalf("claim after: %+v %v", cl, err)
 	}
 	if err := f.st.VerifyAudit(ctx); err != nil {
@@ -176,7 +176,7 @@ func TestLiveRunnerKeepsItsClaim(t *testing.T) {
 	runner := make(chan Outcome, 1)
 	go func() { runner <- f.p.Execute(ctx, Call{Resume: id}) }()
 	waitFor(t, ctx, "the tool to start", func() bool { return len(f.marks(t)) > 0 })
-	first, err := f.p.claims.InspectRun(ctx, id)
+	first, err := f.p.st.InspectRun(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestLiveRunnerKeepsItsClaim(t *testing.T) {
 	go func() { waiter <- p2.Execute(ctx, Call{Resume: id, Wait: time.Minute}) }()
 	// Let the tool run past three leases: only renewals keep the claim.
 	waitFor(t, ctx, "three leases to pass", func() bool { return time.Since(first.ClaimedAt) > 3*lease })
-	if c, err := f.p.claims.InspectRun(ctx, id); err != nil || c.State != store.RunRunning || !c.Expires.After(first.Expires) {
+	if c, err := f.p.st.InspectRun(ctx, id); err != nil || c.State != store.RunRunning || !c.Expires.After(first.Expires) {
 		t.Fatalf("the runner's claim after three leases: %+v %v", c, err)
 	}
 	close(f.tools["test.effect"].block)
@@ -199,7 +199,7 @@ func TestLiveRunnerKeepsItsClaim(t *testing.T) {
 	if m := f.marks(t); len(m) != 1 {
 		t.Fatalf("the tool ran %d times", len(m))
 	}
-	if c, err := f.p.claims.InspectRun(ctx, id); err != nil || c.State != store.RunFinished {
+	if c, err := f.p.st.InspectRun(ctx, id); err != nil || c.State != store.RunFinished {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 }
@@ -242,7 +242,7 @@ func TestExpiredClaimResolvedOnce(t *testing.T) {
 	f := newFixture(t)
 	id := f.approveEffect(t, ctx)
 	// A process that claimed the run and died at once (its lease is 1µs).
-	if _, won, err := f.p.claims.ClaimRun(ctx, id, "dead-host/1/x", "call-of-the-dead", time.Microsecond); !won || err != nil {
+	if _, won, err := f.p.st.ClaimRun(ctx, id, "dead-host/1/x", "call-of-the-dead", time.Microsecond); !won || err != nil {
 		t.Fatal(won, err)
 	}
 	outs := make(chan Outcome, 8)
@@ -281,7 +281,7 @@ func TestFinishClaimRetryIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, won, err := p.claims.ClaimRun(ctx, id, p.opts.Holder, "call-1", time.Hour); !won || err != nil {
+	if _, won, err := p.st.ClaimRun(ctx, id, p.opts.Holder, "call-1", time.Hour); !won || err != nil {
 		t.Fatal(won, err)
 	}
 	// Another process holds the write lock.
@@ -304,7 +304,7 @@ func TestFinishClaimRetryIsBounded(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("finishClaim returned only when the test's own deadline passed")
 	}
-	if c, err := p.claims.InspectRun(ctx, id); err != nil || c.State != store.RunRunning {
+	if c, err := p.st.InspectRun(ctx, id); err != nil || c.State != store.RunRunning {
 		t.Fatalf("claim after a failed finish: %+v %v", c, err)
 	}
 	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {

@@ -31,7 +31,7 @@ import (
 // default.
 type Options struct {
 	// Store keeps the audit trail, approvals and session counters. Required.
-	Store store.Store
+	Store Store
 	// AfterAudit, when set, is called with each audit record the store
 	// committed, sealed (the JSONL trail's follower copies it then, off the
 	// call's path; see audit/trail). It must not block nor modify rec; it
@@ -66,10 +66,8 @@ type Options struct {
 // Pipeline runs calls for the agents of one host. Safe for concurrent use.
 type Pipeline struct {
 	h    *roster.Roster
-	st   store.Store
+	st   Store
 	opts Options
-	// claims is the store's run claims (nil when it has none).
-	claims store.RunClaims
 
 	schemas sync.Map // tool name → *compiledSchema
 	unnamed sync.Map // agent → defaultGen (sessions.go)
@@ -101,10 +99,6 @@ func New(h *roster.Roster, opts Options) (*Pipeline, error) {
 		opts.Holder = defaultHolder()
 	}
 	p := &Pipeline{h: h, st: opts.Store, opts: opts}
-	// Every store in this module has leased run claims; a Store without
-	// them falls back to a plain claim (a session counter), whose runner
-	// cannot be told dead.
-	p.claims, _ = opts.Store.(store.RunClaims)
 	p.pipeTools = map[string]armory.Tool{}
 	for _, t := range []armory.Tool{&approvalList{p: p}, &approvalDecide{p: p}} {
 		p.pipeTools[t.Spec().Name] = t
@@ -116,7 +110,7 @@ func New(h *roster.Roster, opts Options) (*Pipeline, error) {
 func (p *Pipeline) Host() *roster.Roster { return p.h }
 
 // Store returns the pipeline's store.
-func (p *Pipeline) Store() store.Store { return p.st }
+func (p *Pipeline) Store() Store { return p.st }
 
 // Call is one request to run a tool.
 type Call struct {

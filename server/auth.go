@@ -28,8 +28,8 @@ func HashToken(secret string) string {
 // CreateToken makes a new random token (32 bytes from crypto/rand), stores
 // its hash and returns the secret, which exists nowhere else: show it once.
 // An admin token has agent == ""; an agent token names its agent. Errors:
-// the store's (see store.Store.CreateToken).
-func CreateToken(ctx context.Context, st store.Store, agent string, admin bool, name string) (string, *store.Token, error) {
+// the store's (see store.Tokens.CreateToken).
+func CreateToken(ctx context.Context, st TokenStore, agent string, admin bool, name string) (string, *store.Token, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", nil, armory.E("token", armory.KindInternal, "no randomness", err)
@@ -44,7 +44,7 @@ func CreateToken(ctx context.Context, st store.Store, agent string, admin bool, 
 
 // EnsureAdminToken creates an admin token when the store has no unrevoked
 // one, and returns its secret ("" when one existed).
-func EnsureAdminToken(ctx context.Context, st store.Store) (string, error) {
+func EnsureAdminToken(ctx context.Context, st TokenStore) (string, error) {
 	ts, err := st.ListTokens(ctx)
 	if err != nil {
 		return "", store.Err("token", err)

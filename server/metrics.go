@@ -25,7 +25,7 @@ type metrics struct {
 	handler http.Handler
 }
 
-func newMetrics(st store.Store) *metrics {
+func newMetrics(st Store) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "armory_calls_total", Help: "Tool calls through the pipeline, by tool and outcome status.",
@@ -90,35 +90,26 @@ func newMetrics(st store.Store) *metrics {
 	})
 	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady, trailWriter, trailBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if ed, ok := st.(interface{ EventsDropped() int64 }); ok {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "armory_events_dropped_total",
+		Help: "Events not relayed to the other replicas because the store's bounded event queue was full (delivery is best effort; the audit trail is complete).",
+	}, func() float64 { return float64(st.EventsDropped()) }))
+	for _, d := range []string{"durable", "relaxed"} {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "armory_events_dropped_total",
-			Help: "Events not relayed to the other replicas because the store's bounded event queue was full (delivery is best effort; the audit trail is complete).",
-		}, func() float64 { return float64(ed.EventsDropped()) }))
+			Name:        "armory_audit_commits_total",
+			Help:        "Group commits of the audit store, by durability: durable ones wait for stable storage (fsync), relaxed ones hold only start records of tools that cannot change anything (docs/storage.md).",
+			ConstLabels: prometheus.Labels{"durability": d},
+		}, func() float64 {
+			c := st.CommitCounts()
+			if d == "durable" {
+				return float64(c.Durable)
+			}
+			return float64(c.Relaxed)
+		}))
 	}
-	if cc, ok := st.(commitCounter); ok {
-		for _, d := range []string{"durable", "relaxed"} {
-			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-				Name:        "armory_audit_commits_total",
-				Help:        "Group commits of the audit store, by durability: durable ones wait for stable storage (fsync), relaxed ones hold only start records of tools that cannot change anything (docs/storage.md).",
-				ConstLabels: prometheus.Labels{"durability": d},
-			}, func() float64 {
-				c := cc.CommitCounts()
-				if d == "durable" {
-					return float64(c.Durable)
-				}
-				return float64(c.Relaxed)
-			}))
-		}
-		registerDurability(m.reg, cc)
-	}
+	registerDurability(m.reg, st)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
-}
-
-// commitCounter is a store that counts its group commits (both backends).
-type commitCounter interface {
-	CommitCounts() store.CommitCounts
 }
 
 // observe records one call; known says whether tool is a tool of the

@@ -9,7 +9,7 @@ import (
 // registerDurability exports the audit store's durability mode, its
 // background syncs and its durable point (docs/storage.md, "Durability
 // modes").
-func registerDurability(reg *prometheus.Registry, cc commitCounter) {
+func registerDurability(reg *prometheus.Registry, cc Store) {
 	for _, mode := range []store.Durability{store.Strict, store.Batched} {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "armory_audit_durability_mode",

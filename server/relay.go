@@ -9,14 +9,6 @@ import (
 	"github.com/armory-dev/armory/pipeline"
 )
 
-// eventBus is a store that passes events between the processes sharing
-// it (store/postgres, over LISTEN/NOTIFY), so that /api/events on every
-// replica streams every replica's events. Delivery is best effort.
-type eventBus interface {
-	PublishEvent(payload []byte) bool
-	SubscribeEvents(fn func(payload []byte)) (cancel func())
-}
-
 // relayed is an event as it travels between replicas; Origin names the
 // replica that published it, so that a replica skips its own.
 type relayed struct {
@@ -28,12 +20,12 @@ type relayed struct {
 // bounds payloads).
 const maxRelayedMessage = 2048
 
-// startRelay subscribes to the store's event bus, if it has one.
+// startRelay subscribes to the store's events (store.Events), which pass
+// between the processes sharing the store (store/postgres, over
+// LISTEN/NOTIFY), so that /api/events on every replica streams every
+// replica's events. Delivery is best effort.
 func (s *Server) startRelay() {
-	bus, ok := s.st.(eventBus)
-	if !ok {
-		return
-	}
+	bus := s.st
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s.origin = hex.EncodeToString(b[:])

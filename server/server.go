@@ -135,7 +135,7 @@ func (o *Options) defaults() {
 type Server struct {
 	p    *pipeline.Pipeline
 	h    *roster.Roster
-	st   store.Store
+	st   Store
 	opts Options
 
 	mcpServers map[string]*mcp.Server
@@ -150,9 +150,10 @@ type Server struct {
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
-	// bus relays events between replicas sharing the store (nil when the
-	// store does not); origin names this replica on it (relay.go).
-	bus    eventBus
+	// bus relays events between replicas sharing the store (nil until
+	// New subscribes; a SQLite store relays nothing); origin names this
+	// replica on it (relay.go).
+	bus    store.Events
 	origin string
 }
 
@@ -169,8 +170,8 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	s := &Server{p: e.Pipeline(), h: e.Roster(), st: e.Store(), opts: opts}
 	s.events = newHub(opts.EventBuffer)
 	s.tokens = newTokenCache(opts.TokenCacheTTL, nil)
-	if es, ok := s.st.(tokenEpochStore); ok && s.tokens == nil {
-		s.tokens = newEpochTokenCache(es.TokenEpoch)
+	if s.tokens == nil {
+		s.tokens = newEpochTokenCache(s.st.TokenEpoch)
 	}
 	s.metrics = newMetrics(s.st)
 	var err error

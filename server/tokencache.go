@@ -18,8 +18,8 @@ const maxCachedTokens = 1024
 // (a token created meanwhile works at once, and guesses cannot fill the
 // cache). It works in one of two modes:
 //
-//   - by epoch (the default, for stores that have one: tokenEpochStore,
-//     SQLite): an entry is valid while the store's token epoch, which every
+//   - by epoch (the default; store.Tokens.TokenEpoch: SQLite has one,
+//     Postgres none, so there nothing is cached by epoch): an entry is valid while the store's token epoch, which every
 //     revocation changes (in any process), is the one it was read under;
 //     each request reads the epoch (a few bytes) instead of the store, and a revoked token
 //     stops working at its next request. An entry is kept only when the
@@ -42,12 +42,6 @@ type tokenEntry struct {
 	tok     store.Token
 	expires time.Time
 	epoch   string
-}
-
-// tokenEpochStore is a store whose token revocations change an epoch that
-// is cheap to read (sqlite.Store.TokenEpoch).
-type tokenEpochStore interface {
-	TokenEpoch() (string, error)
 }
 
 // newEpochTokenCache returns a cache in epoch mode over epoch.

@@ -117,7 +117,7 @@ func TestTokenEpochCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := sqlite.Open(e.db) // another process's store on the same file
+	other, err := sqlite.OpenWith(e.db, sqlite.Options{}) // another process's store on the same file
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,9 +22,6 @@ import (
 // Lease times are measured by one clock per backend: the SQLite store's
 // clock (every process is on one machine), the Postgres server's clock (so
 // that replicas on other machines need not agree on the time).
-//
-// Every Store in this module implements RunClaims; it is kept apart from
-// Store so that only the pipeline, which uses it, depends on it.
 type RunClaims interface {
 	// ClaimRun claims approval id's run for holder (a process's id) and
 	// callID (the call that will run the tool), with a lease of ttl. It

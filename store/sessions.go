@@ -28,18 +28,3 @@ func NewSessionInfo(id string, startUS, activeUS int64) SessionInfo {
 	}
 	return si
 }
-
-// GenerationsQuery is the SQL (with ? placeholders for base, base, base and
-// the limit) that both backends run for SessionGenerations: the sessions
-// named base or base + "#…" that have a recorded start, with their last
-// activity, longest then greatest name first (so base#10 comes before
-// base#9).
-const GenerationsQuery = `SELECT s.id, s.started_us, COALESCE(c.value, 0) FROM sessions s
-	LEFT JOIN counters c ON c.session = s.id AND c.name = '` + ActivityCounter + `'
-	WHERE s.id = ? OR substr(s.id, 1, length(CAST(? AS TEXT)) + 1) = CAST(? AS TEXT) || '#'
-	ORDER BY length(s.id) DESC, s.id DESC LIMIT ?`
-
-// SessionQuery is the SQL (one ? placeholder for the id, twice) for
-// GetSession.
-const SessionQuery = `SELECT COALESCE((SELECT started_us FROM sessions WHERE id = ?), 0),
-	COALESCE((SELECT value FROM counters WHERE session = ? AND name = '` + ActivityCounter + `'), 0)`

@@ -34,8 +34,29 @@ var (
 	ErrInvalid = errors.New("store: invalid argument")
 )
 
-// Store is the persistence of the guarded pipeline.
+// Store is every role of a backend in one value: what opening a store
+// returns (both backends implement every role; see each backend's
+// compile-time checks) and what the code that opens it hands out. Code that
+// uses a store declares the small interface it needs in its own package
+// (pipeline.Store, server.Store, trail.Store, upstream.Pins) instead of
+// depending on Store; the roles below are the contracts, one conformance
+// suite (storetest) checks each of them on every backend.
 type Store interface {
+	AuditLog
+	Approvals
+	Sessions
+	Admission
+	RunClaims
+	Tokens
+	Pins
+	Events
+	// Close waits for queued audit appends to commit, then releases the
+	// database. Later calls return ErrClosed. Close is idempotent.
+	Close() error
+}
+
+// AuditLog is the hash-chained audit trail.
+type AuditLog interface {
 	// AppendAudit appends rec to the audit trail. It normalizes rec and
 	// assigns its Seq, PrevHash and Hash (see audit.Record.Seal) atomically
 	// with respect to every other appender, in this process or another one
@@ -59,7 +80,13 @@ type Store interface {
 	// stored head, from one consistent snapshot. It returns nil or a
 	// *audit.ChainError naming the first broken seq, or a database error.
 	VerifyAudit(ctx context.Context) error
+	// CommitCounts reports how many group commits this Store's committer
+	// has made (AppendAudit's and Admit's), by durability.
+	CommitCounts() CommitCounts
+}
 
+// Approvals is the approval queue.
+type Approvals interface {
 	// CreateApproval stores a new approval. An empty ID gets a fresh one, a
 	// zero CreatedAt the current time, an empty Status StatusPending and an
 	// empty Route "human"; a is updated accordingly. Errors: ErrConflict
@@ -87,7 +114,11 @@ type Store interface {
 	// decisions made by other Stores and other processes. Errors:
 	// ErrNotFound, ctx.Err(), ErrClosed.
 	WaitApproval(ctx context.Context, id string) (*Approval, error)
+}
 
+// Sessions are the per-session counters, limits and clocks behind the
+// safety caps.
+type Sessions interface {
 	// Acquire adds n (≥ 0) to the session's counter iff the result stays
 	// ≤ the limit, atomically with respect to every other Store on the
 	// database. The limit is the session's override for counter when one is
@@ -123,7 +154,11 @@ type Store interface {
 	// name first (base#10 before base#9 before base), at most limit (at most
 	// MaxSessionGenerations; ≤ 0 means that).
 	SessionGenerations(ctx context.Context, base string, limit int) ([]SessionInfo, error)
+}
 
+// Admission is the atomic admission of a call (caps, loop detection and
+// its start record in one group commit).
+type Admission interface {
 	// Admit is the atomic, group-committed admission of one call: with
 	// respect to every other Store on the database, in any process, it
 	// starts the session clock on first use (as SessionStart does), checks
@@ -143,7 +178,10 @@ type Store interface {
 	// ErrInvalid (nil Record, an acquisition with N < 0 or no counter, a
 	// negative MaxRuntime), ErrClosed, or the database error of the batch.
 	Admit(ctx context.Context, req *AdmitRequest) (AdmitResult, error)
+}
 
+// Tokens are the server's API tokens.
+type Tokens interface {
 	// CreateToken stores a new API token. Only its SHA-256 hash is stored
 	// (Token.Hash, 64 lower-case hex digits); the secret never reaches the
 	// store. An empty ID gets a fresh one and a zero CreatedAt the current
@@ -159,7 +197,16 @@ type Store interface {
 	// LookupToken returns the unrevoked token whose hash is hash, or
 	// ErrNotFound (for an unknown and for a revoked token alike).
 	LookupToken(ctx context.Context, hash string) (*Token, error)
+	// TokenEpoch returns a value that changes whenever a token of this
+	// database is revoked, by any process, and that is cheap to read, so
+	// that a server may keep a checked token while the epoch is unchanged;
+	// "" when the backend has no such value (then nothing may be cached
+	// by epoch: every request reads the store).
+	TokenEpoch() (string, error)
+}
 
+// Pins are the pinned definitions of upstream MCP tools.
+type Pins interface {
 	// ObservePin records that upstream MCP server's tool was seen with the
 	// definition whose hex SHA-256 is hash (def is the definition itself,
 	// kept for humans to compare). At first sight the definition is pinned;
@@ -178,10 +225,22 @@ type Store interface {
 	// human accepts exactly what they looked at). Errors: ErrNotFound (no
 	// such pin), ErrConflict (nothing pending, or another pending hash).
 	AcceptPin(ctx context.Context, server, tool, hash string) (*ToolPin, error)
+}
 
-	// Close waits for queued audit appends to commit, then releases the
-	// database. Later calls return ErrClosed. Close is idempotent.
-	Close() error
+// Events passes events for humans (what /api/events streams) between the
+// processes sharing the database, so that every replica shows every
+// replica's events. Delivery is best effort: the records are the truth.
+type Events interface {
+	// PublishEvent sends payload to every process subscribed on the
+	// database, without waiting; false when it is not sent (dropped, too
+	// large, closed, or no other process can be reached).
+	PublishEvent(payload []byte) bool
+	// SubscribeEvents calls fn with every event payload published on the
+	// database by any process, until cancel is called. fn must not block.
+	SubscribeEvents(fn func(payload []byte)) (cancel func())
+	// EventsDropped is how many events PublishEvent dropped because its
+	// bounded queue was full.
+	EventsDropped() int64
 }
 
 // Token is an API token of the server: an admin token reaches everything,

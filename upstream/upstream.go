@@ -49,8 +49,8 @@ import (
 	"github.com/armory-dev/armory/world"
 )
 
-// Pins is the part of store.Store that pinning needs; every store.Store
-// is one.
+// Pins is what pinning needs of the store (store.Pins; every store.Store
+// has it).
 type Pins interface {
 	ObservePin(ctx context.Context, server, tool, hash string, def json.RawMessage) (*store.ToolPin, error)
 }

@@ -67,7 +67,7 @@ func selfServer(name string, env map[string]string) string {
 
 func openStore(t testing.TB, dir string) store.Store {
 	t.Helper()
-	st, err := sqlite.Open(filepath.Join(dir, ".armory", "armory.db"))
+	st, err := sqlite.OpenWith(filepath.Join(dir, ".armory", "armory.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

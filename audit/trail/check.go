@@ -29,7 +29,7 @@ type Report struct {
 // trail that is only behind the store is not an error (Report.Behind).
 // It reads one line at a time and the store a page at a time, and may run
 // while a Follower writes the folder.
-func Check(ctx context.Context, st store.Store, dir string) (Report, error) {
+func Check(ctx context.Context, st Store, dir string) (Report, error) {
 	var rep Report
 	head, err := audit.ReadHead(dir)
 	if err != nil {

@@ -96,7 +96,7 @@ type Status struct {
 // concurrent use.
 type Follower struct {
 	dir  string
-	st   store.Store
+	st   Store
 	opts Options
 
 	kick chan struct{}
@@ -124,7 +124,7 @@ type Follower struct {
 // Start opens the folder dir (created when needed) and starts copying
 // st's trail into it; it catches up at once if it can take the folder.
 // Close stops it.
-func Start(dir string, st store.Store, opts Options) *Follower {
+func Start(dir string, st Store, opts Options) *Follower {
 	opts.defaults()
 	f := &Follower{dir: dir, st: st, opts: opts, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	f.changed = sync.NewCond(&f.mu)

@@ -19,7 +19,7 @@ import (
 
 func openStore(t *testing.T, path string) *sqlite.Store {
 	t.Helper()
-	st, err := sqlite.Open(path)
+	st, err := sqlite.OpenWith(path, sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +287,7 @@ func TestCheck(t *testing.T) {
 // (the files are fine; only a failed write or a foreign folder does that).
 func TestFollowerKeepsFolderWhenStoreFails(t *testing.T) {
 	tmp := t.TempDir()
-	st, err := sqlite.Open(filepath.Join(tmp, "a.db"))
+	st, err := sqlite.OpenWith(filepath.Join(tmp, "a.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestOneStorePerCommand(t *testing.T) {
 		t.Fatal("a second engine (and store) opened for one command")
 	}
 	a.closeAll()
-	if _, err := p.Store().AuditHead(ctx); err == nil {
+	if _, err := a.eng.Store().AuditHead(ctx); err == nil {
 		t.Fatal("the store is still open after the command ended")
 	}
 }

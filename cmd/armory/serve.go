@@ -56,7 +56,7 @@ func (a *app) serveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if secret, err := server.EnsureAdminToken(ctx, srv.Pipeline().Store()); err != nil {
+			if secret, err := server.EnsureAdminToken(ctx, a.eng.Store()); err != nil {
 				return err
 			} else if secret != "" {
 				fmt.Fprintf(a.stderr, "armory: created an admin token (shown only now; keep it safe):\n%s\n", secret)

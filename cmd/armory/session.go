@@ -94,7 +94,7 @@ func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, 
 	if err != nil {
 		return "", nil, err
 	}
-	st := p.Store()
+	st := a.eng.Store() // the whole store: extend and reset write the session
 	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, p.Host(), st, arg), arg)
 	if err != nil {
 		return "", nil, store.Err("session", err)

@@ -17,7 +17,7 @@ const maxShownGenerations = 20
 // sessionAgent returns the agent whose session id is: the "<agent>:" prefix
 // when it names an agent of the world, else the agent of the session's
 // newest audit record, else nil.
-func sessionAgent(ctx context.Context, h *roster.Roster, st store.Store, id string) *roster.Agent {
+func sessionAgent(ctx context.Context, h *roster.Roster, st pipeline.Store, id string) *roster.Agent {
 	if name, _, ok := strings.Cut(id, ":"); ok {
 		if ag, err := h.Agent(name); err == nil {
 			return ag

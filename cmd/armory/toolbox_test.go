@@ -38,7 +38,7 @@ func TestCLIUpstreamsAndPins(t *testing.T) {
 
 	// The upstream changes echo (simulated in the store: another process
 	// saw another definition); it is withheld until accepted.
-	st, err := sqlite.Open(filepath.Join(w, ".armory", "armory.db"))
+	st, err := sqlite.OpenWith(filepath.Join(w, ".armory", "armory.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -203,7 +203,7 @@ func TestCLIServeKilledUnderLoad(t *testing.T) {
 		t.Fatalf("%d acknowledged calls", len(ids))
 	}
 
-	st, err := sqlite.Open(filepath.Join(w, ".armory", "armory.db"))
+	st, err := sqlite.OpenWith(filepath.Join(w, ".armory", "armory.db"), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

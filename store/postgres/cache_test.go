@@ -37,32 +37,6 @@ func openStores(t *testing.T, n int, opts postgres.Options) (dsn string, out []*
 	return dsn, out
 }
 
-func startRec(sess string, i int) *audit.Record {
-	r := storetest.Record(i)
-	r.Session, r.Phase, r.Status = sess, audit.PhaseStart, audit.StatusRunning
-	return r
-}
-
-// admit runs one Admit of the given acquisitions (one "calls" by default).
-func admit(t *testing.T, s store.Store, sess string, i int, max int64, more ...store.Acquisition) store.AdmitResult {
-	t.Helper()
-	acq := append([]store.Acquisition{{Counter: "calls", N: 1, Max: max}}, more...)
-	res, err := s.Admit(context.Background(), &store.AdmitRequest{Session: sess, Record: startRec(sess, i), Acquire: acq})
-	if err != nil {
-		t.Fatalf("Admit %d: %v", i, err)
-	}
-	return res
-}
-
-func counter(t *testing.T, s store.Store, sess, name string) int64 {
-	t.Helper()
-	m, err := s.Counters(context.Background(), sess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m[name]
-}
-
 // Plain SQL on the admission tables between two batches (an operator's
 // fix, an older binary during an upgrade) is seen by the next batch: the
 // statement triggers bump the generation. (Writes through a second Store
@@ -95,14 +69,14 @@ func TestCachePlainSQLWrites(t *testing.T) {
 				t.Fatalf("%s: %v", st.sql, err)
 			}
 		}
-		res := admit(t, s, "s", i, 5)
+		res := storetest.AdmitCalls(t, s, "s", i, 5)
 		if res.Admitted != st.admitted {
 			t.Fatalf("step %d (%s): admitted = %v (hit %+v), want %v", i, st.sql, res.Admitted, res.Hit, st.admitted)
 		}
 		if res.Admitted {
 			appended++
 		}
-		if got := counter(t, s, "s", "calls"); got != st.wantCount {
+		if got := storetest.Counter(t, s, "s", "calls"); got != st.wantCount {
 			t.Fatalf("step %d (%s): counter = %d, want %d", i, st.sql, got, st.wantCount)
 		}
 	}
@@ -115,16 +89,16 @@ func TestCachePlainSQLWrites(t *testing.T) {
 func TestCachePartialRead(t *testing.T) {
 	_, ss := openStores(t, 2, postgres.Options{})
 	edits := func(max int64) store.Acquisition { return store.Acquisition{Counter: "edits", N: 2, Max: max} }
-	if res := admit(t, ss[0], "s", 0, 10); !res.Admitted {
+	if res := storetest.AdmitCalls(t, ss[0], "s", 0, 10); !res.Admitted {
 		t.Fatal(res.Hit)
 	}
-	if res := admit(t, ss[0], "s", 1, 10, edits(5)); !res.Admitted { // edits 2
+	if res := storetest.AdmitCalls(t, ss[0], "s", 1, 10, edits(5)); !res.Admitted { // edits 2
 		t.Fatal(res.Hit)
 	}
-	if res := admit(t, ss[0], "s", 2, 10, edits(5)); !res.Admitted { // edits 4
+	if res := storetest.AdmitCalls(t, ss[0], "s", 2, 10, edits(5)); !res.Admitted { // edits 4
 		t.Fatal(res.Hit)
 	}
-	if res := admit(t, ss[0], "s", 3, 10, edits(5)); res.Admitted || res.Hit.Counter != "edits" || res.Hit.Current != 4 {
+	if res := storetest.AdmitCalls(t, ss[0], "s", 3, 10, edits(5)); res.Admitted || res.Hit.Counter != "edits" || res.Hit.Current != 4 {
 		t.Fatalf("edits over 5: %+v", res)
 	}
 	if _, ok, err := ss[1].Acquire(context.Background(), "s", "edits", 0, 0); err != nil || ok {
@@ -133,13 +107,13 @@ func TestCachePartialRead(t *testing.T) {
 	if err := ss[1].SetLimitOverride(context.Background(), "s", "edits", 6); err != nil {
 		t.Fatal(err)
 	}
-	if res := admit(t, ss[0], "s", 4, 10, edits(5)); !res.Admitted {
+	if res := storetest.AdmitCalls(t, ss[0], "s", 4, 10, edits(5)); !res.Admitted {
 		t.Fatalf("edits under the override 6: %+v", res.Hit)
 	}
-	if c := counter(t, ss[1], "s", "calls"); c != 4 {
+	if c := storetest.Counter(t, ss[1], "s", "calls"); c != 4 {
 		t.Fatalf("calls = %d, want 4", c)
 	}
-	if c := counter(t, ss[1], "s", "edits"); c != 6 {
+	if c := storetest.Counter(t, ss[1], "s", "edits"); c != 6 {
 		t.Fatalf("edits = %d, want 6", c)
 	}
 	storetest.CheckTrail(t, ss[1], 4)
@@ -165,71 +139,31 @@ func TestCacheIsUsed(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	admit(t, s, "s", 0, 5)
-	admit(t, s, "s", 1, 5)
+	storetest.AdmitCalls(t, s, "s", 0, 5)
+	storetest.AdmitCalls(t, s, "s", 1, 5)
 	exec(`ALTER TABLE counters DISABLE TRIGGER counters_gen`)
 	exec(`UPDATE counters SET value = 5`)
 	exec(`ALTER TABLE counters ENABLE TRIGGER counters_gen`)
-	if res := admit(t, s, "s", 2, 5); !res.Admitted {
+	if res := storetest.AdmitCalls(t, s, "s", 2, 5); !res.Admitted {
 		t.Fatalf("the batch read the counter instead of its cache: %+v", res.Hit)
 	}
-	if c := counter(t, s, "s", "calls"); c != 3 {
+	if c := storetest.Counter(t, s, "s", "calls"); c != 3 {
 		t.Fatalf("calls = %d, want the cached 2 + 1", c)
 	}
 	exec(`UPDATE counters SET value = 5`) // with the trigger
-	if res := admit(t, s, "s", 3, 5); res.Admitted || res.Hit.Current != 5 {
+	if res := storetest.AdmitCalls(t, s, "s", 3, 5); res.Admitted || res.Hit.Current != 5 {
 		t.Fatalf("write with the trigger not seen: %+v", res)
 	}
 }
 
-// ResetSession by another Store between batches restarts the clock that
-// Admit's runtime cap measures; SessionStart by another Store is the start
-// the next batch uses; a runtime override set between batches applies.
-func TestCacheSessionClock(t *testing.T) {
-	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	_, ss := openStores(t, 2, postgres.Options{Now: clock})
-	s, other := ss[0], ss[1]
-	ctx := context.Background()
-	run := func(i int) store.AdmitResult {
-		t.Helper()
-		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: startRec("s", i), MaxRuntime: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	if res := run(0); !res.Admitted || !res.SessionStart.Equal(now) {
-		t.Fatalf("first admit: %+v", res)
-	}
-	now = now.Add(2 * time.Minute)
-	if res := run(1); res.Admitted || res.Hit == nil || res.Hit.Counter != store.LimitSessionRuntime {
-		t.Fatalf("admit after the runtime: %+v", res)
-	}
-	if err := other.ResetSession(ctx, "s"); err != nil {
-		t.Fatal(err)
-	}
-	now = now.Add(time.Second)
-	got, err := other.SessionStart(ctx, "s")
-	if err != nil || !got.Equal(now) {
-		t.Fatalf("SessionStart = %v, %v; want %v", got, err, now)
-	}
-	now = now.Add(time.Second)
-	if res := run(2); !res.Admitted || !res.SessionStart.Equal(now.Add(-time.Second)) {
-		t.Fatalf("admit after reset: %+v, want start %v", res, now.Add(-time.Second))
-	}
-	now = now.Add(30 * time.Second)
-	if err := other.SetLimitOverride(ctx, "s", store.LimitSessionRuntime, 10); err != nil {
-		t.Fatal(err)
-	}
-	if res := run(3); res.Admitted || res.Hit == nil || res.Hit.Max != 10 {
-		t.Fatalf("admit over the override: %+v", res)
-	}
-	// SessionStart of a session that has a start writes nothing: the
-	// cache stays valid and the start is unchanged.
-	if got, err := other.SessionStart(ctx, "s"); err != nil || !got.Equal(now.Add(-31*time.Second)) {
-		t.Fatalf("SessionStart of a started session = %v, %v", got, err)
-	}
+// The session clock across batches (storetest.RunClock) on Stores with a
+// set clock.
+func TestClock(t *testing.T) {
+	baseDSN(t)
+	storetest.RunClock(t, func(now func() time.Time) storetest.Opener {
+		open, _ := opener(postgres.Options{Now: now})
+		return open
+	})
 }
 
 // The head row edited behind the Store's back without moving the
@@ -240,8 +174,8 @@ func TestCacheHeadEdited(t *testing.T) {
 	dsn, ss := openStores(t, 1, postgres.Options{})
 	s := ss[0]
 	ctx := context.Background()
-	admit(t, s, "s", 0, 5)
-	admit(t, s, "s", 1, 5)
+	storetest.AdmitCalls(t, s, "s", 0, 5)
+	storetest.AdmitCalls(t, s, "s", 1, 5)
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -251,7 +185,7 @@ func TestCacheHeadEdited(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE audit_head SET hash = $1`, forged); err != nil {
 		t.Fatal(err)
 	}
-	rec := startRec("s", 2)
+	rec := storetest.StartRecord("s", 2)
 	res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: rec, Acquire: []store.Acquisition{{Counter: "calls", N: 1, Max: 5}}})
 	if err != nil || !res.Admitted {
 		t.Fatalf("Admit: %v %+v", err, res)
@@ -259,7 +193,7 @@ func TestCacheHeadEdited(t *testing.T) {
 	if rec.Seq != 3 || rec.PrevHash != forged {
 		t.Fatalf("record chained to seq %d prev %q, want 3 after the edited head %q", rec.Seq, rec.PrevHash, forged)
 	}
-	if c := counter(t, s, "s", "calls"); c != 3 {
+	if c := storetest.Counter(t, s, "s", "calls"); c != 3 {
 		t.Fatalf("calls = %d, want 3", c)
 	}
 	if err := s.VerifyAudit(ctx); err == nil || !errorsIsChain(err) {

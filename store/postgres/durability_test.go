@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,25 +18,8 @@ func TestBatched(t *testing.T) {
 	baseDSN(t)
 	for _, window := range []time.Duration{0, time.Second} {
 		t.Run(window.String(), func(t *testing.T) {
-			var (
-				mu   sync.Mutex
-				dsns = map[*testing.T]string{}
-			)
-			storetest.RunBatched(t, func(t *testing.T) store.Store {
-				mu.Lock()
-				d, ok := dsns[t]
-				if !ok {
-					d = freshSchema(t)
-					dsns[t] = d
-				}
-				mu.Unlock()
-				s, err := postgres.OpenWith(context.Background(), d, batchedOpts(window))
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { s.Close() })
-				return s
-			})
+			open, _ := opener(batchedOpts(window))
+			storetest.RunBatched(t, open)
 		})
 	}
 }

@@ -43,11 +43,11 @@ func (s *Store) PublishEvent(payload []byte) bool {
 	if len(payload) >= MaxEventPayload {
 		return false
 	}
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed {
+	release, err := s.use()
+	if err != nil {
 		return false
 	}
+	defer release()
 	s.ev.once.Do(func() {
 		s.ev.q = make(chan []byte, eventQueue)
 		s.lwg.Add(1)
@@ -111,7 +111,7 @@ func (s *Store) publishLoop() {
 	batch := make([]string, 0, eventBatch)
 	for {
 		select {
-		case <-s.closing:
+		case <-s.gate.Closing():
 			return
 		case p := <-s.ev.q:
 			batch = append(batch[:0], string(p))

@@ -2,13 +2,13 @@ package postgres_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/postgres"
 )
 
@@ -16,23 +16,14 @@ import (
 // (the publisher's own included), in order, batched or not; a payload too
 // large for NOTIFY is refused, and nothing is sent after Close.
 func TestEventsCrossStores(t *testing.T) {
-	dsn := freshSchema(t)
-	ctx := context.Background()
-	open := func() *postgres.Store {
-		s, err := postgres.Open(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	open, _ := opener(postgres.Options{})
+	a, b := open(t), open(t)
 	type sink struct {
 		mu  sync.Mutex
 		got []string
 	}
 	var ga, gb sink
-	listen := func(s *postgres.Store, g *sink) {
+	listen := func(s store.Store, g *sink) {
 		s.SubscribeEvents(func(p []byte) {
 			g.mu.Lock()
 			g.got = append(g.got, string(p))
@@ -82,13 +73,8 @@ func TestEventsCrossStores(t *testing.T) {
 // bound: the excess is refused (PublishEvent false, counted in
 // EventsDropped), and every event that was accepted arrives.
 func TestEventsQueueBounded(t *testing.T) {
-	dsn := freshSchema(t)
-	ctx := context.Background()
-	s, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	open, _ := opener(postgres.Options{})
+	s := open(t)
 	var got atomic.Int64
 	s.SubscribeEvents(func([]byte) { got.Add(1) })
 	accepted := int64(0)

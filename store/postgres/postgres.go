@@ -23,11 +23,9 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +38,8 @@ import (
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/internal/auditrow"
 	"github.com/armory-dev/armory/store/internal/commit"
-	"github.com/armory-dev/armory/store/internal/migrate"
 	"github.com/armory-dev/armory/store/internal/notify"
+	"github.com/armory-dev/armory/store/internal/sqlstore"
 )
 
 //go:embed migrations/*.sql
@@ -74,17 +72,18 @@ type Options struct {
 // Store is a store.Store on a PostgreSQL database. It is safe for
 // concurrent use.
 type Store struct {
-	pool    *pgxpool.Pool
-	opts    Options
-	batch   *commit.Batcher
-	hub     notify.Hub
-	ev      events
-	closing chan struct{}
-	cancel  context.CancelFunc // stops the listener
-	lwg     sync.WaitGroup
-	once    sync.Once
-	closeMu sync.RWMutex
-	closed  bool
+	// Core implements what is the same in both SQL backends (audit reads,
+	// approvals, session reads, tokens, pins, run claims).
+	*sqlstore.Core
+
+	pool   *pgxpool.Pool
+	opts   Options
+	batch  *commit.Batcher
+	hub    notify.Hub
+	ev     events
+	gate   *sqlstore.Gate
+	cancel context.CancelFunc // stops the listener
+	lwg    sync.WaitGroup
 
 	// commits counts the committed group commits: [0] durable, [1] relaxed
 	// (CommitCounts).
@@ -101,11 +100,8 @@ type Store struct {
 	cacheHead  audit.Head
 }
 
+// Store implements every role (store.Store embeds them all).
 var _ store.Store = (*Store)(nil)
-
-// Open connects to dsn (a postgres:// URL or key=value string; runtime
-// parameters such as search_path are passed on) with default Options.
-func Open(ctx context.Context, dsn string) (*Store, error) { return OpenWith(ctx, dsn, Options{}) }
 
 // OpenWith connects to dsn, applies the embedded migrations that the
 // database lacks (serialized across processes by an advisory lock) and
@@ -132,7 +128,8 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	s := &Store{pool: pool, opts: opts, closing: make(chan struct{}), cache: commit.NewCache(0)}
+	s := &Store{pool: pool, opts: opts, gate: sqlstore.NewGate(), cache: commit.NewCache(0)}
+	s.Core = s.core()
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -153,40 +150,17 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrationLock)); err != nil {
-		return fmt.Errorf("postgres: migrate: lock: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	var have int
-	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	if have > len(ms) {
-		return fmt.Errorf("postgres: database schema version %d is newer than this program (%d)", have, len(ms))
-	}
-	for _, m := range ms[have:] {
-		if _, err := tx.Exec(ctx, m.SQL); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_version (version) VALUES ($1)`, m.Version); err != nil {
-			return fmt.Errorf("postgres: migrate %s: %w", m.Name, err)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: migrate: %w", err)
-	}
-	return nil
+	return sqlstore.Migrate(ctx, "postgres", func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+		return s.inTx(ctx, pgx.TxOptions{}, fn)
+	}, sqlstore.Schema{
+		FS:       migrations,
+		Lock:     fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLock),
+		Versions: `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`,
+		Record: func(ctx context.Context, q sqlstore.Querier, version int) error {
+			_, err := q.Exec(ctx, `INSERT INTO schema_version (version) VALUES (?)`, version)
+			return err
+		},
+	})
 }
 
 // listen opens the dedicated listener connection.
@@ -243,28 +217,17 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 
 // Close implements store.Store.
 func (s *Store) Close() error {
-	s.once.Do(func() {
-		s.closeMu.Lock()
-		s.closed = true
-		s.closeMu.Unlock()
-		close(s.closing)
+	return s.gate.Close(func() error {
 		s.batch.Close()
 		s.syncer.Close()
 		s.cancel()
 		s.lwg.Wait()
 		s.pool.Close()
+		return nil
 	})
-	return nil
 }
 
-func (s *Store) use() (func(), error) {
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return nil, store.ErrClosed
-	}
-	return s.closeMu.RUnlock, nil
-}
+func (s *Store) use() (func(), error) { return s.gate.Use() }
 
 // ---- audit ----
 
@@ -336,8 +299,8 @@ func (s *Store) flush(entries []commit.Entry) (err error) {
 	}
 	// Read now what the cache lacks; cached keys are read later only if the
 	// generation says the cache is stale.
-	readS, skipS := splitSessions(s.cache, sessions)
-	readK, skipK := splitCounters(s.cache, keys)
+	readS, skipS := split(sessions, s.cache.HasSession)
+	readK, skipK := split(keys, s.cache.HasCounter)
 	if s.cacheValid && len(readS) == 0 && len(readK) == 0 {
 		s.cacheValid = false // until this batch commits: the ledger writes into the cache
 		inTx = true
@@ -577,27 +540,14 @@ func admissionKeys(entries []commit.Entry) ([]string, []commit.Key) {
 	return sessions, keys
 }
 
-// splitSessions splits sessions (keeping their order) into those whose
-// start and overrides c lacks and those it holds.
-func splitSessions(c *commit.Cache, sessions []string) (read, skip []string) {
-	for _, id := range sessions {
-		if c.HasSession(id) {
-			skip = append(skip, id)
+// split splits items (keeping their order) into those the cache lacks
+// and those it holds (has).
+func split[T any](items []T, has func(T) bool) (read, skip []T) {
+	for _, it := range items {
+		if has(it) {
+			skip = append(skip, it)
 		} else {
-			read = append(read, id)
-		}
-	}
-	return read, skip
-}
-
-// splitCounters splits keys (keeping their order) into those whose value c
-// lacks and those it holds.
-func splitCounters(c *commit.Cache, keys []commit.Key) (read, skip []commit.Key) {
-	for _, k := range keys {
-		if c.HasCounter(k) {
-			skip = append(skip, k)
-		} else {
-			read = append(read, k)
+			read = append(read, it)
 		}
 	}
 	return read, skip
@@ -700,422 +650,7 @@ func (s *Store) Admit(ctx context.Context, req *store.AdmitRequest) (store.Admit
 	return s.batch.Admit(ctx, req, store.ErrClosed)
 }
 
-const selectAudit = `SELECT ` + auditrow.Columns + ` FROM audit_records`
-
-func scanAudit(row pgx.Row) (*audit.Record, error) {
-	var (
-		r             audit.Record
-		timeUS        int64
-		phase, status string
-		args, stages  string
-	)
-	if err := row.Scan(&r.Seq, &r.ID, &timeUS, &phase, &r.Agent, &r.Session, &r.Task, &r.Tool, &args, &stages,
-		&r.Permission, &r.ApprovalID, &r.DecidedBy, &status, &r.Result, &r.DurationMS, &r.Justification,
-		&r.PrevHash, &r.Hash); err != nil {
-		return nil, fmt.Errorf("postgres: read audit: %w", err)
-	}
-	r.Time = time.UnixMicro(timeUS).UTC()
-	r.Phase, r.Status, r.Args = audit.Phase(phase), audit.Status(status), json.RawMessage(args)
-	st, err := auditrow.DecodeStages(stages)
-	if err != nil {
-		return nil, err
-	}
-	r.Stages = st
-	return &r, nil
-}
-
-// ListAudit implements store.Store.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*audit.Record, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if f.Agent != "" {
-		add("agent = $%d", f.Agent)
-	}
-	if f.Tool != "" {
-		add("tool = $%d", f.Tool)
-	}
-	if f.Session != "" {
-		add("session = $%d", f.Session)
-	}
-	if f.Status != "" {
-		add("status = $%d", string(f.Status))
-	}
-	if f.CallID != "" {
-		add("id = $%d", f.CallID)
-	}
-	if !f.Since.IsZero() {
-		add("time_us >= $%d", f.Since.UnixMicro())
-	}
-	if f.AfterSeq > 0 {
-		add("seq > $%d", f.AfterSeq)
-	}
-	if f.BeforeSeq > 0 {
-		add("seq < $%d", f.BeforeSeq)
-	}
-	q := selectAudit
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	if f.Oldest {
-		q += " ORDER BY seq ASC"
-	} else {
-		q += " ORDER BY seq DESC"
-	}
-	args = append(args, store.EffectiveLimit(f.Limit))
-	q += fmt.Sprintf(" LIMIT $%d", len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list audit: %w", err)
-	}
-	defer rows.Close()
-	var out []*audit.Record
-	for rows.Next() {
-		r, err := scanAudit(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: list audit: %w", err)
-	}
-	return out, nil
-}
-
-// snapshot runs fn in a read-only REPEATABLE READ transaction: one
-// consistent view of the database.
-func (s *Store) snapshot(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return fmt.Errorf("postgres: read: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	return fn(tx)
-}
-
-func iterTx(ctx context.Context, tx pgx.Tx, fn func(*audit.Record) error) error {
-	rows, err := tx.Query(ctx, selectAudit+" ORDER BY seq ASC")
-	if err != nil {
-		return fmt.Errorf("postgres: iterate audit: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanAudit(rows)
-		if err != nil {
-			return err
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("postgres: iterate audit: %w", err)
-	}
-	return nil
-}
-
-func headTx(ctx context.Context, tx pgx.Tx) (audit.Head, error) {
-	var h audit.Head
-	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); err != nil {
-		return h, fmt.Errorf("postgres: read audit head: %w", err)
-	}
-	return h, nil
-}
-
-// IterAudit implements store.Store. Rows are streamed from the server.
-func (s *Store) IterAudit(ctx context.Context, fn func(*audit.Record) error) error {
-	return s.snapshot(ctx, func(tx pgx.Tx) error { return iterTx(ctx, tx, fn) })
-}
-
-// AuditHead implements store.Store.
-func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
-	var h audit.Head
-	err := s.snapshot(ctx, func(tx pgx.Tx) (err error) {
-		h, err = headTx(ctx, tx)
-		return err
-	})
-	return h, err
-}
-
-// VerifyAudit implements store.Store.
-func (s *Store) VerifyAudit(ctx context.Context) error {
-	return s.snapshot(ctx, func(tx pgx.Tx) error {
-		head, err := headTx(ctx, tx)
-		if err != nil {
-			return err
-		}
-		v := audit.NewVerifier(head)
-		if err := iterTx(ctx, tx, v.Add); err != nil {
-			return err
-		}
-		return v.End()
-	})
-}
-
 // ---- approvals ----
-
-// CreateApproval implements store.Store.
-func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	c, err := store.NewApproval(a, s.opts.Now())
-	if err != nil {
-		return fmt.Errorf("postgres: create approval: %w", err)
-	}
-	var result *string
-	if c.Result != nil {
-		r := string(c.Result)
-		result = &r
-	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO approvals
-		(id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by, decision_reason, decided_us, route, result)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) ON CONFLICT (id) DO NOTHING`,
-		c.ID, c.Agent, c.Session, c.Task, c.Tool, string(c.Args), c.ArgsHash, c.Reason, c.Level, c.CreatedAt.UnixMicro(),
-		string(c.Status), c.DecidedBy, c.DecisionReason, microsOrZero(c.DecidedAt), c.Route, result)
-	if err != nil {
-		return fmt.Errorf("postgres: create approval: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres: create approval %s: %w: id exists", c.ID, store.ErrConflict)
-	}
-	*a = c
-	return nil
-}
-
-func microsOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-func timeOrZero(us int64) time.Time {
-	if us == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(us).UTC()
-}
-
-const selectApproval = `SELECT id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by,
-	decision_reason, decided_us, route, result FROM approvals`
-
-func scanApproval(row pgx.Row) (*store.Approval, error) {
-	var (
-		a                    store.Approval
-		args, status         string
-		createdUS, decidedUS int64
-		result               *string
-	)
-	if err := row.Scan(&a.ID, &a.Agent, &a.Session, &a.Task, &a.Tool, &args, &a.ArgsHash, &a.Reason, &a.Level, &createdUS,
-		&status, &a.DecidedBy, &a.DecisionReason, &decidedUS, &a.Route, &result); err != nil {
-		return nil, err
-	}
-	a.Args, a.Status = json.RawMessage(args), store.ApprovalStatus(status)
-	a.CreatedAt, a.DecidedAt = time.UnixMicro(createdUS).UTC(), timeOrZero(decidedUS)
-	if result != nil {
-		a.Result = json.RawMessage(*result)
-	}
-	return &a, nil
-}
-
-// GetApproval implements store.Store.
-func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	a, err := scanApproval(s.pool.QueryRow(ctx, selectApproval+` WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("postgres: approval %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: get approval: %w", err)
-	}
-	return a, nil
-}
-
-// ListApprovals implements store.Store.
-func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, fmt.Sprintf(cond, len(args)))
-	}
-	if f.Status != "" {
-		add("status = $%d", string(f.Status))
-	}
-	if f.Agent != "" {
-		add("agent = $%d", f.Agent)
-	}
-	if f.Session != "" {
-		add("session = $%d", f.Session)
-	}
-	if f.Route != "" {
-		add("route = $%d", f.Route)
-	}
-	q := selectApproval
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	args = append(args, store.EffectiveLimit(f.Limit))
-	q += fmt.Sprintf(" ORDER BY created_us ASC, id ASC LIMIT $%d", len(args))
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: list approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: list approvals: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: list approvals: %w", err)
-	}
-	return out, nil
-}
-
-// DecideApproval implements store.Store. The decision and its NOTIFY
-// commit together.
-func (s *Store) DecideApproval(ctx context.Context, id string, decision store.ApprovalStatus, by, reason string) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	if err := store.CheckDecision(store.StatusPending, decision); err != nil {
-		return fmt.Errorf("postgres: decide approval %s: %w", id, err)
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: decide approval: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	var current string
-	err = tx.QueryRow(ctx, `SELECT status FROM approvals WHERE id = $1 FOR UPDATE`, id).Scan(&current)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: approval %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: decide approval: %w", err)
-	}
-	if err := store.CheckDecision(store.ApprovalStatus(current), decision); err != nil {
-		return fmt.Errorf("postgres: decide approval %s: %w", id, err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE approvals SET status = $1, decided_by = $2, decision_reason = $3, decided_us = $4,
-		route = CASE WHEN $1::text = 'escalated' THEN 'human' ELSE route END WHERE id = $5`,
-		string(decision), by, reason, s.opts.Now().UnixMicro(), id); err != nil {
-		return fmt.Errorf("postgres: decide approval: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, id); err != nil {
-		return fmt.Errorf("postgres: decide approval: notify: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: decide approval: %w", err)
-	}
-	s.hub.Notify(id)
-	return nil
-}
-
-// SetApprovalResult implements store.Store.
-func (s *Store) SetApprovalResult(ctx context.Context, id string, result json.RawMessage) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	if len(result) == 0 {
-		result = json.RawMessage("null")
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: set approval result: %w", err)
-	}
-	defer tx.Rollback(ctx)
-	var (
-		status string
-		have   *string
-	)
-	err = tx.QueryRow(ctx, `SELECT status, result FROM approvals WHERE id = $1 FOR UPDATE`, id).Scan(&status, &have)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("postgres: approval %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: set approval result: %w", err)
-	}
-	if status != string(store.StatusApproved) || have != nil {
-		return fmt.Errorf("postgres: set approval result %s: %w: status %s, result stored: %v", id, store.ErrConflict, status, have != nil)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE approvals SET result = $1 WHERE id = $2`, string(result), id); err != nil {
-		return fmt.Errorf("postgres: set approval result: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("postgres: set approval result: %w", err)
-	}
-	return nil
-}
-
-// WaitApproval implements store.Store. It wakes on NOTIFY (from any
-// process) and also polls, with a backoff from 50ms up to Options.PollMax,
-// in case a notification is lost.
-func (s *Store) WaitApproval(ctx context.Context, id string) (*store.Approval, error) {
-	wake, cancel := s.hub.Subscribe(id)
-	defer cancel()
-	const minPoll = 50 * time.Millisecond
-	poll := minPoll
-	timer := time.NewTimer(poll)
-	defer timer.Stop()
-	for {
-		a, err := s.GetApproval(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if a.Status.Final() {
-			return a, nil
-		}
-		timer.Reset(poll)
-		select {
-		case <-wake:
-		case <-timer.C:
-			poll = min(poll*2, s.opts.PollMax)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.closing:
-			return nil, store.ErrClosed
-		}
-	}
-}
 
 // ---- session counters ----
 
@@ -1209,44 +744,6 @@ func (s *Store) Acquire(ctx context.Context, session, counter string, n, max int
 	return cur, ok, nil
 }
 
-func (s *Store) readMap(ctx context.Context, q, session string) (map[string]int64, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	rows, err := s.pool.Query(ctx, q, session)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	defer rows.Close()
-	m := map[string]int64{}
-	for rows.Next() {
-		var (
-			k string
-			v int64
-		)
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, fmt.Errorf("postgres: %w", err)
-		}
-		m[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: %w", err)
-	}
-	return m, nil
-}
-
-// Counters implements store.Store.
-func (s *Store) Counters(ctx context.Context, session string) (map[string]int64, error) {
-	return s.readMap(ctx, `SELECT name, value FROM counters WHERE session = $1`, session)
-}
-
-// LimitOverrides implements store.Store.
-func (s *Store) LimitOverrides(ctx context.Context, session string) (map[string]int64, error) {
-	return s.readMap(ctx, `SELECT name, max FROM limit_overrides WHERE session = $1`, session)
-}
-
 // wrapWrite prefixes err (unless it is store.ErrClosed).
 func wrapWrite(op string, err error) error {
 	if err == nil || errors.Is(err, store.ErrClosed) {
@@ -1314,4 +811,26 @@ func (s *Store) SessionStart(ctx context.Context, session string) (time.Time, er
 		return time.Time{}, wrapWrite("session start", err)
 	}
 	return time.UnixMicro(us).UTC(), nil
+}
+
+// Release implements store.Store in a transaction that first locks the head
+// row (see admissionWrite), as Acquire does.
+func (s *Store) Release(ctx context.Context, session, counter string, n int64) (int64, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("postgres: release: %w: n = %d", store.ErrInvalid, n)
+	}
+	var cur int64
+	err := s.admissionWrite(ctx, func(b *pgx.Batch) {
+		b.Queue(`UPDATE counters SET value = GREATEST(value - $3::bigint, 0) WHERE session = $1 AND name = $2 RETURNING value`, session, counter, n)
+	}, func(br pgx.BatchResults) error {
+		_, err := forEach(br, []any{&cur}, func() error { return nil })
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrClosed) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("postgres: release: %w", err)
+	}
+	return cur, nil
 }

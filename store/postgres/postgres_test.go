@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -19,42 +18,28 @@ func baseDSN(t testing.TB) string { return testenv.PostgresDSN(t) }
 // freshSchema returns a DSN on a fresh schema, dropped when t ends.
 func freshSchema(t testing.TB) string { return testenv.PostgresSchema(t) }
 
-func opener() (storetest.Opener, func(t *testing.T) string) {
-	var (
-		mu   sync.Mutex
-		dsns = map[*testing.T]string{}
-	)
-	dsnFor := func(t *testing.T) string {
-		mu.Lock()
-		defer mu.Unlock()
-		d, ok := dsns[t]
-		if !ok {
-			d = freshSchema(t)
-			dsns[t] = d
-		}
-		return d
-	}
-	open := func(t *testing.T) store.Store {
-		s, err := postgres.Open(context.Background(), dsnFor(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	return open, dsnFor
+// opener opens Stores with opts, each test on its own schema.
+func opener(opts postgres.Options) (storetest.Opener, func(t *testing.T) string) {
+	return storetest.OpenerOf(func(t *testing.T) string { return freshSchema(t) }, func(dsn string) (store.Store, error) {
+		return postgres.OpenWith(context.Background(), dsn, opts)
+	})
 }
 
 func TestConformance(t *testing.T) {
 	baseDSN(t)
-	open, _ := opener()
+	open, _ := opener(postgres.Options{})
 	storetest.Run(t, open)
 }
 
 func TestTamper(t *testing.T) {
 	baseDSN(t)
-	open, dsnFor := opener()
-	storetest.Tamper(t, open, func(t *testing.T, query string) {
+	open, dsnFor := opener(postgres.Options{})
+	storetest.Tamper(t, open, execOn(dsnFor))
+}
+
+// execOn returns a function that runs one statement on the test's schema.
+func execOn(dsnFor func(*testing.T) string) func(t *testing.T, query string) {
+	return func(t *testing.T, query string) {
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, dsnFor(t))
 		if err != nil {
@@ -64,10 +49,18 @@ func TestTamper(t *testing.T) {
 		if _, err := conn.Exec(ctx, query); err != nil {
 			t.Fatalf("%s: %v", query, err)
 		}
-	})
+	}
 }
 
-func openDSN(dsn string) (store.Store, error) { return postgres.Open(context.Background(), dsn) }
+func TestNewerSchema(t *testing.T) {
+	baseDSN(t)
+	_, dsnFor := opener(postgres.Options{})
+	storetest.NewerSchema(t, dsnFor(t), openDSN, execOn(dsnFor))
+}
+
+func openDSN(dsn string) (store.Store, error) {
+	return postgres.OpenWith(context.Background(), dsn, postgres.Options{})
+}
 
 func TestHelperProcess(t *testing.T) { storetest.HelperProcess(t, openDSN) }
 
@@ -78,19 +71,10 @@ func TestCrossProcess(t *testing.T) {
 // TestListenerReconnects kills the Store's LISTEN connection from the
 // server side; a decision made afterwards must still wake the waiter.
 func TestListenerReconnects(t *testing.T) {
-	dsn := freshSchema(t)
+	open, dsnFor := opener(postgres.Options{})
+	waiter, decider := open(t), open(t)
 	ctx := context.Background()
-	waiter, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer waiter.Close()
-	decider, err := postgres.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer decider.Close()
-	admin, err := pgx.Connect(ctx, dsn)
+	admin, err := pgx.Connect(ctx, dsnFor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +105,7 @@ func TestListenerReconnects(t *testing.T) {
 }
 
 func BenchmarkAppendAudit(b *testing.B) {
-	s, err := postgres.Open(context.Background(), freshSchema(b))
+	s, err := postgres.OpenWith(context.Background(), freshSchema(b), postgres.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,14 +28,12 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,8 +41,8 @@ import (
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/internal/auditrow"
 	"github.com/armory-dev/armory/store/internal/commit"
-	"github.com/armory-dev/armory/store/internal/migrate"
 	"github.com/armory-dev/armory/store/internal/notify"
+	"github.com/armory-dev/armory/store/internal/sqlstore"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -82,14 +80,15 @@ type Options struct {
 
 // Store is a store.Store on one SQLite file. It is safe for concurrent use.
 type Store struct {
-	w, r    *sql.DB
-	opts    Options
-	batch   *commit.Batcher
-	hub     notify.Hub
-	closing chan struct{}
-	once    sync.Once
-	closeMu sync.RWMutex
-	closed  bool
+	// Core implements what is the same in both SQL backends (audit reads,
+	// approvals, session reads, tokens, pins, run claims).
+	*sqlstore.Core
+
+	w, r  *sql.DB
+	opts  Options
+	batch *commit.Batcher
+	hub   notify.Hub
+	gate  *sqlstore.Gate
 
 	// Prepared multi-row statements by row count (insertSizes): audit
 	// inserts, counter upserts, session starts.
@@ -162,15 +161,12 @@ var sqliteDriver = func() driver.Driver {
 	return db.Driver()
 }()
 
+// Store implements every role (store.Store embeds them all).
 var _ store.Store = (*Store)(nil)
 
 // insertSizes are the row counts of the prepared audit inserts; a batch is
 // written greedily with the largest that fit.
 var insertSizes = []int{64, 16, 4, 1}
-
-// Open opens (creating it and its parent directories when needed) the
-// database at path with default Options.
-func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
 
 // OpenWith opens the database at path. It applies the embedded migrations
 // that the file lacks (serialized across processes by the write lock).
@@ -219,7 +215,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	s := &Store{w: w, opts: opts, closing: make(chan struct{}), conns: conns, tokenEpochFile: path + "-tokens",
+	s := &Store{w: w, opts: opts, gate: sqlstore.NewGate(), conns: conns, tokenEpochFile: path + "-tokens",
 		insert: map[int]*sql.Stmt{}, setCounters: map[int]*sql.Stmt{}, startSessions: map[int]*sql.Stmt{}}
 	s.cache.adm = commit.NewCache(0)
 	s.walPath = path + "-wal"
@@ -279,10 +275,11 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
-	if s.lookupToken, err = r.Prepare(selectToken + ` WHERE hash = ? AND revoked_us = 0`); err != nil {
+	if s.lookupToken, err = r.Prepare(sqlstore.LookupTokenQuery); err != nil {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
+	s.Core = s.core()
 	a := &s.admitStmts
 	for _, ps := range []struct {
 		st **sql.Stmt
@@ -344,53 +341,25 @@ func execRows(ctx context.Context, tx *sql.Tx, stmts map[int]*sql.Stmt, cols int
 }
 
 func (s *Store) migrate() error {
-	ms, err := migrate.Load(migrations, "migrations")
-	if err != nil {
-		return err
-	}
-	ctx := context.Background()
-	tx, err := s.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE: one migrator at a time
-	if err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_us INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	var have int
-	if err := tx.QueryRow(`SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&have); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	if have > len(ms) {
-		return fmt.Errorf("sqlite: database schema version %d is newer than this program (%d)", have, len(ms))
-	}
-	for _, m := range ms[have:] {
-		if _, err := tx.Exec(m.SQL); err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
-		if _, err := tx.Exec(`INSERT INTO schema_version (version, applied_us) VALUES (?, ?)`, m.Version, time.Now().UnixMicro()); err != nil {
-			return fmt.Errorf("sqlite: migrate %s: %w", m.Name, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: migrate: %w", err)
-	}
-	return nil
+	return sqlstore.Migrate(context.Background(), "sqlite", func(ctx context.Context, fn func(sqlstore.Querier) error) error {
+		return inTx(ctx, s.w, nil, fn) // BEGIN IMMEDIATE: one migrator at a time
+	}, sqlstore.Schema{
+		FS:       migrations,
+		Versions: `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_us INTEGER NOT NULL)`,
+		Record: func(ctx context.Context, q sqlstore.Querier, version int) error {
+			_, err := q.Exec(ctx, `INSERT INTO schema_version (version, applied_us) VALUES (?, ?)`, version, time.Now().UnixMicro())
+			return err
+		},
+	})
 }
 
 // Close implements store.Store.
 func (s *Store) Close() error {
-	var err error
-	s.once.Do(func() {
-		s.closeMu.Lock()
-		s.closed = true
-		s.closeMu.Unlock()
-		close(s.closing)
+	return s.gate.Close(func() error {
 		s.batch.Close()
 		s.syncer.Close()
-		err = s.closeDBs()
+		return s.closeDBs()
 	})
-	return err
 }
 
 func (s *Store) closeDBs() error {
@@ -415,14 +384,7 @@ func (s *Store) closeDBs() error {
 
 // use guards an operation against a concurrent Close: it returns a release
 // function, or ErrClosed.
-func (s *Store) use() (func(), error) {
-	s.closeMu.RLock()
-	if s.closed {
-		s.closeMu.RUnlock()
-		return nil, store.ErrClosed
-	}
-	return s.closeMu.RUnlock, nil
-}
+func (s *Store) use() (func(), error) { return s.gate.Use() }
 
 // ---- audit ----
 
@@ -670,411 +632,7 @@ func (s *Store) Admit(ctx context.Context, req *store.AdmitRequest) (store.Admit
 	return s.batch.Admit(ctx, req, store.ErrClosed)
 }
 
-const selectAudit = `SELECT ` + auditrow.Columns + ` FROM audit_records`
-
-func scanAudit(row interface{ Scan(...any) error }) (*audit.Record, error) {
-	var (
-		r             audit.Record
-		timeUS        int64
-		phase, status string
-		args, stages  string
-	)
-	if err := row.Scan(&r.Seq, &r.ID, &timeUS, &phase, &r.Agent, &r.Session, &r.Task, &r.Tool, &args, &stages,
-		&r.Permission, &r.ApprovalID, &r.DecidedBy, &status, &r.Result, &r.DurationMS, &r.Justification,
-		&r.PrevHash, &r.Hash); err != nil {
-		return nil, fmt.Errorf("sqlite: read audit: %w", err)
-	}
-	r.Time = time.UnixMicro(timeUS).UTC()
-	r.Phase, r.Status, r.Args = audit.Phase(phase), audit.Status(status), json.RawMessage(args)
-	st, err := auditrow.DecodeStages(stages)
-	if err != nil {
-		return nil, err
-	}
-	r.Stages = st
-	return &r, nil
-}
-
-// ListAudit implements store.Store.
-func (s *Store) ListAudit(ctx context.Context, f store.AuditFilter) ([]*audit.Record, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if f.Agent != "" {
-		add("agent = ?", f.Agent)
-	}
-	if f.Tool != "" {
-		add("tool = ?", f.Tool)
-	}
-	if f.Session != "" {
-		add("session = ?", f.Session)
-	}
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
-	}
-	if f.CallID != "" {
-		add("id = ?", f.CallID)
-	}
-	if !f.Since.IsZero() {
-		add("time_us >= ?", f.Since.UnixMicro())
-	}
-	if f.AfterSeq > 0 {
-		add("seq > ?", f.AfterSeq)
-	}
-	if f.BeforeSeq > 0 {
-		add("seq < ?", f.BeforeSeq)
-	}
-	q := selectAudit
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	if f.Oldest {
-		q += " ORDER BY seq ASC"
-	} else {
-		q += " ORDER BY seq DESC"
-	}
-	q += " LIMIT ?"
-	args = append(args, store.EffectiveLimit(f.Limit))
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list audit: %w", err)
-	}
-	defer rows.Close()
-	var out []*audit.Record
-	for rows.Next() {
-		r, err := scanAudit(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list audit: %w", err)
-	}
-	return out, nil
-}
-
-// snapshot runs fn in a read transaction: one consistent view of the file.
-func (s *Store) snapshot(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("sqlite: read: %w", err)
-	}
-	defer tx.Rollback()
-	return fn(tx)
-}
-
-func iterTx(ctx context.Context, tx *sql.Tx, fn func(*audit.Record) error) error {
-	rows, err := tx.QueryContext(ctx, selectAudit+" ORDER BY seq ASC")
-	if err != nil {
-		return fmt.Errorf("sqlite: iterate audit: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := scanAudit(rows)
-		if err != nil {
-			return err
-		}
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sqlite: iterate audit: %w", err)
-	}
-	return nil
-}
-
-func headTx(ctx context.Context, tx *sql.Tx) (audit.Head, error) {
-	var h audit.Head
-	if err := tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&h.Seq, &h.Hash); err != nil {
-		return h, fmt.Errorf("sqlite: read audit head: %w", err)
-	}
-	return h, nil
-}
-
-// IterAudit implements store.Store.
-func (s *Store) IterAudit(ctx context.Context, fn func(*audit.Record) error) error {
-	return s.snapshot(ctx, func(tx *sql.Tx) error { return iterTx(ctx, tx, fn) })
-}
-
-// AuditHead implements store.Store.
-func (s *Store) AuditHead(ctx context.Context) (audit.Head, error) {
-	var h audit.Head
-	err := s.snapshot(ctx, func(tx *sql.Tx) (err error) {
-		h, err = headTx(ctx, tx)
-		return err
-	})
-	return h, err
-}
-
-// VerifyAudit implements store.Store.
-func (s *Store) VerifyAudit(ctx context.Context) error {
-	return s.snapshot(ctx, func(tx *sql.Tx) error {
-		head, err := headTx(ctx, tx)
-		if err != nil {
-			return err
-		}
-		v := audit.NewVerifier(head)
-		if err := iterTx(ctx, tx, v.Add); err != nil {
-			return err
-		}
-		return v.End()
-	})
-}
-
 // ---- approvals ----
-
-// CreateApproval implements store.Store.
-func (s *Store) CreateApproval(ctx context.Context, a *store.Approval) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	c, err := store.NewApproval(a, s.opts.Now())
-	if err != nil {
-		return fmt.Errorf("sqlite: create approval: %w", err)
-	}
-	var result any
-	if c.Result != nil {
-		result = string(c.Result)
-	}
-	res, err := s.w.ExecContext(ctx, `INSERT INTO approvals
-		(id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by, decision_reason, decided_us, route, result)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-		c.ID, c.Agent, c.Session, c.Task, c.Tool, string(c.Args), c.ArgsHash, c.Reason, c.Level, c.CreatedAt.UnixMicro(),
-		string(c.Status), c.DecidedBy, c.DecisionReason, microsOrZero(c.DecidedAt), c.Route, result)
-	if err != nil {
-		return fmt.Errorf("sqlite: create approval: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("sqlite: create approval %s: %w: id exists", c.ID, store.ErrConflict)
-	}
-	*a = c
-	return nil
-}
-
-func microsOrZero(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMicro()
-}
-
-func timeOrZero(us int64) time.Time {
-	if us == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(us).UTC()
-}
-
-const selectApproval = `SELECT id, agent, session, task, tool, args, args_hash, reason, level, created_us, status, decided_by,
-	decision_reason, decided_us, route, result FROM approvals`
-
-func scanApproval(row interface{ Scan(...any) error }) (*store.Approval, error) {
-	var (
-		a                    store.Approval
-		args, status         string
-		createdUS, decidedUS int64
-		result               sql.NullString
-	)
-	if err := row.Scan(&a.ID, &a.Agent, &a.Session, &a.Task, &a.Tool, &args, &a.ArgsHash, &a.Reason, &a.Level, &createdUS,
-		&status, &a.DecidedBy, &a.DecisionReason, &decidedUS, &a.Route, &result); err != nil {
-		return nil, err
-	}
-	a.Args, a.Status = json.RawMessage(args), store.ApprovalStatus(status)
-	a.CreatedAt, a.DecidedAt = time.UnixMicro(createdUS).UTC(), timeOrZero(decidedUS)
-	if result.Valid {
-		a.Result = json.RawMessage(result.String)
-	}
-	return &a, nil
-}
-
-// GetApproval implements store.Store.
-func (s *Store) GetApproval(ctx context.Context, id string) (*store.Approval, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	a, err := scanApproval(s.r.QueryRowContext(ctx, selectApproval+` WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sqlite: approval %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: get approval: %w", err)
-	}
-	return a, nil
-}
-
-// ListApprovals implements store.Store.
-func (s *Store) ListApprovals(ctx context.Context, f store.ApprovalFilter) ([]*store.Approval, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	var (
-		where []string
-		args  []any
-	)
-	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
-	if f.Status != "" {
-		add("status = ?", string(f.Status))
-	}
-	if f.Agent != "" {
-		add("agent = ?", f.Agent)
-	}
-	if f.Session != "" {
-		add("session = ?", f.Session)
-	}
-	if f.Route != "" {
-		add("route = ?", f.Route)
-	}
-	q := selectApproval
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_us ASC, id ASC LIMIT ?"
-	args = append(args, store.EffectiveLimit(f.Limit))
-	rows, err := s.r.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list approvals: %w", err)
-	}
-	defer rows.Close()
-	var out []*store.Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: list approvals: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: list approvals: %w", err)
-	}
-	return out, nil
-}
-
-// DecideApproval implements store.Store.
-func (s *Store) DecideApproval(ctx context.Context, id string, decision store.ApprovalStatus, by, reason string) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	if err := store.CheckDecision(store.StatusPending, decision); err != nil {
-		return fmt.Errorf("sqlite: decide approval %s: %w", id, err)
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: decide approval: %w", err)
-	}
-	defer tx.Rollback()
-	var current string
-	err = tx.QueryRowContext(ctx, `SELECT status FROM approvals WHERE id = ?`, id).Scan(&current)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlite: approval %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlite: decide approval: %w", err)
-	}
-	if err := store.CheckDecision(store.ApprovalStatus(current), decision); err != nil {
-		return fmt.Errorf("sqlite: decide approval %s: %w", id, err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET status = ?, decided_by = ?, decision_reason = ?, decided_us = ?,
-		route = CASE WHEN ? = 'escalated' THEN 'human' ELSE route END WHERE id = ?`,
-		string(decision), by, reason, s.opts.Now().UnixMicro(), string(decision), id); err != nil {
-		return fmt.Errorf("sqlite: decide approval: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: decide approval: %w", err)
-	}
-	s.hub.Notify(id)
-	return nil
-}
-
-// SetApprovalResult implements store.Store.
-func (s *Store) SetApprovalResult(ctx context.Context, id string, result json.RawMessage) error {
-	release, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer release()
-	if len(result) == 0 {
-		result = json.RawMessage("null")
-	}
-	tx, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlite: set approval result: %w", err)
-	}
-	defer tx.Rollback()
-	var (
-		status string
-		have   sql.NullString
-	)
-	err = tx.QueryRowContext(ctx, `SELECT status, result FROM approvals WHERE id = ?`, id).Scan(&status, &have)
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("sqlite: approval %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlite: set approval result: %w", err)
-	}
-	if status != string(store.StatusApproved) || have.Valid {
-		return fmt.Errorf("sqlite: set approval result %s: %w: status %s, result stored: %v", id, store.ErrConflict, status, have.Valid)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET result = ? WHERE id = ?`, string(result), id); err != nil {
-		return fmt.Errorf("sqlite: set approval result: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: set approval result: %w", err)
-	}
-	return nil
-}
-
-// WaitApproval implements store.Store. Decisions through this Store wake it
-// at once; decisions by other processes are seen by polling, with a backoff
-// from 5ms up to Options.PollMax.
-func (s *Store) WaitApproval(ctx context.Context, id string) (*store.Approval, error) {
-	wake, cancel := s.hub.Subscribe(id)
-	defer cancel()
-	const minPoll = 5 * time.Millisecond
-	poll := minPoll
-	timer := time.NewTimer(poll)
-	defer timer.Stop()
-	for {
-		a, err := s.GetApproval(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if a.Status.Final() {
-			return a, nil
-		}
-		timer.Reset(poll)
-		select {
-		case <-wake:
-			poll = minPoll
-		case <-timer.C:
-			poll = min(poll*2, s.opts.PollMax)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-s.closing:
-			return nil, store.ErrClosed
-		}
-	}
-}
 
 // ---- session counters ----
 
@@ -1107,44 +665,6 @@ func (s *Store) Acquire(ctx context.Context, session, counter string, n, max int
 		return 0, false, fmt.Errorf("sqlite: acquire: %w", err)
 	}
 	return cur, false, nil
-}
-
-func (s *Store) readMap(ctx context.Context, q, session string) (map[string]int64, error) {
-	release, err := s.use()
-	if err != nil {
-		return nil, err
-	}
-	defer release()
-	rows, err := s.r.QueryContext(ctx, q, session)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
-	}
-	defer rows.Close()
-	m := map[string]int64{}
-	for rows.Next() {
-		var (
-			k string
-			v int64
-		)
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, fmt.Errorf("sqlite: %w", err)
-		}
-		m[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: %w", err)
-	}
-	return m, nil
-}
-
-// Counters implements store.Store.
-func (s *Store) Counters(ctx context.Context, session string) (map[string]int64, error) {
-	return s.readMap(ctx, `SELECT name, value FROM counters WHERE session = ?`, session)
-}
-
-// LimitOverrides implements store.Store.
-func (s *Store) LimitOverrides(ctx context.Context, session string) (map[string]int64, error) {
-	return s.readMap(ctx, `SELECT name, max FROM limit_overrides WHERE session = ?`, session)
 }
 
 // SetLimitOverride implements store.Store.
@@ -1213,4 +733,28 @@ func (s *Store) SessionStart(ctx context.Context, session string) (time.Time, er
 		return time.Time{}, fmt.Errorf("sqlite: session start: %w", err)
 	}
 	return time.UnixMicro(us).UTC(), nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, session, counter string, n int64) (int64, error) {
+	if n < 0 {
+		return 0, fmt.Errorf("sqlite: release: %w: n = %d", store.ErrInvalid, n)
+	}
+	release, err := s.use()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	var cur int64
+	err = s.onWriter(ctx, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, `UPDATE counters SET value = MAX(value - ?3, 0) WHERE session = ?1 AND name = ?2 RETURNING value`,
+			session, counter, n).Scan(&cur)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: release: %w", err)
+	}
+	return cur, nil
 }

@@ -13,7 +13,7 @@ import (
 // BenchmarkLookupToken is the store read every authenticated request makes
 // (server.authenticate) when no token cache is set.
 func BenchmarkLookupToken(b *testing.B) {
-	st, err := Open(filepath.Join(b.TempDir(), "armory.db"))
+	st, err := OpenWith(filepath.Join(b.TempDir(), "armory.db"), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -15,12 +15,12 @@ import (
 // another on the same file, and not otherwise.
 func TestTokenEpoch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "armory.db")
-	a, err := Open(path)
+	a, err := OpenWith(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := Open(path)
+	b, err := OpenWith(path, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

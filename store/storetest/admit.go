@@ -13,7 +13,8 @@ import (
 )
 
 // startRecord is a call's start record for session sess.
-func startRecord(sess string, i int) *audit.Record {
+// StartRecord is the start record of call i in session sess.
+func StartRecord(sess string, i int) *audit.Record {
 	r := Record(i)
 	r.Session, r.Phase, r.Status = sess, audit.PhaseStart, audit.StatusRunning
 	return r
@@ -51,7 +52,7 @@ func testAdmitExact(t *testing.T, open Opener) {
 				}
 				return
 			}
-			rec := startRecord("sess", i)
+			rec := StartRecord("sess", i)
 			res, err := s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: rec, MaxRuntime: time.Hour,
 				Acquire: []store.Acquisition{{Counter: "tool_calls", N: 1, Max: 400}, {Counter: "events", N: 2, Max: 1 << 40}}})
 			if err != nil {
@@ -130,7 +131,7 @@ func testAdmitRefusal(t *testing.T, open Opener) {
 		{"same counter twice", []store.Acquisition{acq("a", 6, 10), acq("a", 5, 10)}, store.LimitHit{Counter: "a", Current: 6, Max: 10}},
 	}
 	for _, tc := range tests {
-		rec := startRecord("s", 1)
+		rec := StartRecord("s", 1)
 		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: rec, Acquire: tc.acq})
 		if err != nil || res.Admitted || res.Hit == nil || *res.Hit != tc.hit {
 			t.Fatalf("%s: %+v %+v %v, want hit %+v", tc.name, res, res.Hit, err, tc.hit)
@@ -146,7 +147,7 @@ func testAdmitRefusal(t *testing.T, open Opener) {
 		t.Fatalf("a refused admission moved the head: %+v → %+v", head0, head)
 	}
 	// The same counter twice within the limit takes both.
-	rec := startRecord("s", 2)
+	rec := StartRecord("s", 2)
 	res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: rec, Acquire: []store.Acquisition{acq("a", 4, 10), acq("a", 6, 10), acq("b", 0, 3)}})
 	if err != nil || !res.Admitted || res.Hit != nil || rec.Seq != head0.Seq+1 {
 		t.Fatalf("admit: %+v %v seq %d", res, err, rec.Seq)
@@ -169,7 +170,7 @@ func testAdmitOverride(t *testing.T, open Opener) {
 	s, other := open(t), open(t)
 	admit := func(max int64) store.AdmitResult {
 		t.Helper()
-		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: startRecord("s", 0), Acquire: []store.Acquisition{acq("calls", 1, max)}})
+		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: StartRecord("s", 0), Acquire: []store.Acquisition{acq("calls", 1, max)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +214,7 @@ func testAdmitRuntime(t *testing.T, open Opener) {
 	ctx := ctxT(t)
 	s := open(t)
 	req := func(sess string, max time.Duration) *store.AdmitRequest {
-		return &store.AdmitRequest{Session: sess, Record: startRecord(sess, 0), MaxRuntime: max, Acquire: []store.Acquisition{acq("calls", 1, 100)}}
+		return &store.AdmitRequest{Session: sess, Record: StartRecord(sess, 0), MaxRuntime: max, Acquire: []store.Acquisition{acq("calls", 1, 100)}}
 	}
 	res, err := s.Admit(ctx, req("r", time.Hour))
 	if err != nil || !res.Admitted {
@@ -263,7 +264,7 @@ func testAdmitRuntime(t *testing.T, open Opener) {
 		t.Fatalf("after reset: %+v %v (start %v)", res, err, start)
 	}
 	// A refused first admission still starts the clock.
-	res, err = s.Admit(ctx, &store.AdmitRequest{Session: "new", Record: startRecord("new", 0), Acquire: []store.Acquisition{acq("calls", 2, 1)}})
+	res, err = s.Admit(ctx, &store.AdmitRequest{Session: "new", Record: StartRecord("new", 0), Acquire: []store.Acquisition{acq("calls", 2, 1)}})
 	if err != nil || res.Admitted || res.SessionStart.IsZero() {
 		t.Fatalf("refused first admission: %+v %v", res, err)
 	}
@@ -312,7 +313,7 @@ func testAdmitMixedWithAppend(t *testing.T, open Opener) {
 				return
 			}
 			sess := fmt.Sprintf("s%d", i%5)
-			res, err := s.Admit(ctx, &store.AdmitRequest{Session: sess, Record: startRecord(sess, i), Acquire: []store.Acquisition{acq("calls", 1, 10)}})
+			res, err := s.Admit(ctx, &store.AdmitRequest{Session: sess, Record: StartRecord(sess, i), Acquire: []store.Acquisition{acq("calls", 1, 10)}})
 			if err != nil {
 				t.Errorf("admit: %v", err)
 			} else if !res.Admitted && res.Hit.Current != 10 {
@@ -363,7 +364,7 @@ func testAdmitNoSync(t *testing.T, open Opener) {
 	s1, s2 := open(t), open(t)
 	admit := func(s store.Store, i int, noSync bool) store.AdmitResult {
 		t.Helper()
-		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "ro", Record: startRecord("ro", i), NoSync: noSync,
+		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "ro", Record: StartRecord("ro", i), NoSync: noSync,
 			Acquire: []store.Acquisition{acq("tool_calls", 1, 3)}})
 		if err != nil {
 			t.Fatalf("admit %d: %v", i, err)
@@ -407,7 +408,7 @@ func testAdmitNoSync(t *testing.T, open Opener) {
 	for i := range 64 {
 		wg.Go(func() {
 			if i%2 == 0 {
-				if _, err := s1.Admit(ctx, &store.AdmitRequest{Session: fmt.Sprint("mix", i), Record: startRecord(fmt.Sprint("mix", i), i), NoSync: true,
+				if _, err := s1.Admit(ctx, &store.AdmitRequest{Session: fmt.Sprint("mix", i), Record: StartRecord(fmt.Sprint("mix", i), i), NoSync: true,
 					Acquire: []store.Acquisition{acq("tool_calls", 1, 10)}}); err != nil {
 					t.Errorf("admit: %v", err)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/store"
@@ -18,18 +19,20 @@ import (
 // so consecutive calls are consecutive batches. A backend without such a
 // cache passes them trivially; one whose cache outlives a change fails them.
 
-// admitCalls runs one Admit of one "calls" acquisition (default limit max).
-func admitCalls(t *testing.T, s store.Store, sess string, i int, max int64) store.AdmitResult {
+// AdmitCalls runs one Admit of call i in sess with one "calls"
+// acquisition (default limit max) and the more given.
+func AdmitCalls(t *testing.T, s store.Store, sess string, i int, max int64, more ...store.Acquisition) store.AdmitResult {
 	t.Helper()
-	res, err := s.Admit(context.Background(), &store.AdmitRequest{Session: sess, Record: startRecord(sess, i),
-		Acquire: []store.Acquisition{{Counter: "calls", N: 1, Max: max}}})
+	res, err := s.Admit(context.Background(), &store.AdmitRequest{Session: sess, Record: StartRecord(sess, i),
+		Acquire: append([]store.Acquisition{{Counter: "calls", N: 1, Max: max}}, more...)})
 	if err != nil {
 		t.Fatalf("Admit %d: %v", i, err)
 	}
 	return res
 }
 
-func counterValue(t *testing.T, s store.Store, sess, name string) int64 {
+// Counter is the value of the session's counter name.
+func Counter(t *testing.T, s store.Store, sess, name string) int64 {
 	t.Helper()
 	m, err := s.Counters(context.Background(), sess)
 	if err != nil {
@@ -85,7 +88,7 @@ func testCacheTwoStoresAlternate(t *testing.T, open Opener) {
 			admitted := 0
 			var seq int64
 			for i := range calls {
-				rec := startRecord("s", i)
+				rec := StartRecord("s", i)
 				res, err := ss[pattern.pick(i)].Admit(context.Background(), &store.AdmitRequest{Session: "s", Record: rec,
 					Acquire: []store.Acquisition{{Counter: "calls", N: 1, Max: max}}})
 				if err != nil {
@@ -109,7 +112,7 @@ func testCacheTwoStoresAlternate(t *testing.T, open Opener) {
 				t.Fatalf("admitted %d, want exactly %d", admitted, max)
 			}
 			for _, s := range ss {
-				if got := counterValue(t, s, "s", "calls"); got != max {
+				if got := Counter(t, s, "s", "calls"); got != max {
 					t.Fatalf("counter = %d, want %d", got, max)
 				}
 			}
@@ -203,14 +206,14 @@ func testCacheWritesBetweenBatches(t *testing.T, open Opener) {
 					if st.do != nil {
 						st.do(t, w)
 					}
-					res := admitCalls(t, admitter, "s", i, max)
+					res := AdmitCalls(t, admitter, "s", i, max)
 					if res.Admitted != st.admitted {
 						t.Fatalf("step %d: admitted = %v (hit %+v), want %v", i, res.Admitted, res.Hit, st.admitted)
 					}
 					if res.Admitted {
 						appended++
 					}
-					if got := counterValue(t, admitter, "s", "calls"); got != st.wantCount {
+					if got := Counter(t, admitter, "s", "calls"); got != st.wantCount {
 						t.Fatalf("step %d: counter = %d, want %d", i, got, st.wantCount)
 					}
 				}
@@ -229,22 +232,78 @@ func testCacheManySessions(t *testing.T, open Opener) {
 	for r := range rounds {
 		for i := range sessions {
 			sess := fmt.Sprintf("s%d", i)
-			if res := admitCalls(t, ss[0], sess, r*sessions+i, max); res.Admitted != (r < max) {
+			if res := AdmitCalls(t, ss[0], sess, r*sessions+i, max); res.Admitted != (r < max) {
 				t.Fatalf("round %d session %s: admitted = %v", r, sess, res.Admitted)
 			}
 		}
 	}
 	for i := range sessions {
 		sess := fmt.Sprintf("s%d", i)
-		if res := admitCalls(t, ss[1], sess, i, max); res.Admitted || res.Hit == nil || res.Hit.Current != max {
+		if res := AdmitCalls(t, ss[1], sess, i, max); res.Admitted || res.Hit == nil || res.Hit.Current != max {
 			t.Fatalf("second store, session %s: %+v", sess, res)
 		}
-		if res := admitCalls(t, ss[1], sess, i, max+1); !res.Admitted {
+		if res := AdmitCalls(t, ss[1], sess, i, max+1); !res.Admitted {
 			t.Fatalf("second store, session %s, raised default: refused %+v", sess, res.Hit)
 		}
-		if res := admitCalls(t, ss[0], sess, i, max+1); res.Admitted || res.Hit.Current != max+1 {
+		if res := AdmitCalls(t, ss[0], sess, i, max+1); res.Admitted || res.Hit.Current != max+1 {
 			t.Fatalf("first store again, session %s: %+v", sess, res)
 		}
 	}
 	CheckTrail(t, ss[0], sessions*max+sessions)
+}
+
+// RunClock runs the checks that need to set the Stores' clock: open returns
+// an Opener whose Stores use now as their clock (Options.Now).
+func RunClock(t *testing.T, open func(now func() time.Time) Opener) {
+	t.Run("SessionClock", func(t *testing.T) { testSessionClock(t, open) })
+}
+
+// ResetSession by another Store between batches restarts the clock that
+// Admit's runtime cap measures; SessionStart by another Store is the start
+// the next batch uses; a runtime override set between batches applies.
+func testSessionClock(t *testing.T, open func(now func() time.Time) Opener) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	o := open(clock)
+	s, other := o(t), o(t)
+	ctx := context.Background()
+	run := func(i int) store.AdmitResult {
+		t.Helper()
+		res, err := s.Admit(ctx, &store.AdmitRequest{Session: "s", Record: StartRecord("s", i), MaxRuntime: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run(0); !res.Admitted || !res.SessionStart.Equal(now) {
+		t.Fatalf("first admit: %+v", res)
+	}
+	now = now.Add(2 * time.Minute)
+	if res := run(1); res.Admitted || res.Hit == nil || res.Hit.Counter != store.LimitSessionRuntime {
+		t.Fatalf("admit after the runtime: %+v", res)
+	}
+	if err := other.ResetSession(ctx, "s"); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Second)
+	got, err := other.SessionStart(ctx, "s")
+	if err != nil || !got.Equal(now) {
+		t.Fatalf("SessionStart = %v, %v; want %v", got, err, now)
+	}
+	now = now.Add(time.Second)
+	if res := run(2); !res.Admitted || !res.SessionStart.Equal(now.Add(-time.Second)) {
+		t.Fatalf("admit after reset: %+v, want start %v", res, now.Add(-time.Second))
+	}
+	now = now.Add(30 * time.Second)
+	if err := other.SetLimitOverride(ctx, "s", store.LimitSessionRuntime, 10); err != nil {
+		t.Fatal(err)
+	}
+	if res := run(3); res.Admitted || res.Hit == nil || res.Hit.Max != 10 {
+		t.Fatalf("admit over the override: %+v", res)
+	}
+	// SessionStart of a session that has a start writes nothing: the
+	// cache stays valid and the start is unchanged.
+	if got, err := other.SessionStart(ctx, "s"); err != nil || !got.Equal(now.Add(-31*time.Second)) {
+		t.Fatalf("SessionStart of a started session = %v, %v", got, err)
+	}
 }

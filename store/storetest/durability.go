@@ -73,7 +73,7 @@ func testBatchedVisibleAndSynced(t *testing.T, open Opener) {
 	}
 	// A lone admission: committed and visible to the other Store, caps
 	// included, when Admit returns.
-	res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: startRecord("b", 1),
+	res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: StartRecord("b", 1),
 		Acquire: []store.Acquisition{acq("tool_calls", 1, 2)}})
 	if err != nil || !res.Admitted {
 		t.Fatalf("Admit: %+v %v", res, err)
@@ -86,11 +86,11 @@ func testBatchedVisibleAndSynced(t *testing.T, open Opener) {
 	}
 	// The cap holds across the Stores at once, with no sync in between
 	// needed.
-	if res, err := s2.Admit(ctx, &store.AdmitRequest{Session: "b", Record: startRecord("b", 2),
+	if res, err := s2.Admit(ctx, &store.AdmitRequest{Session: "b", Record: StartRecord("b", 2),
 		Acquire: []store.Acquisition{acq("tool_calls", 1, 2)}}); err != nil || !res.Admitted {
 		t.Fatalf("second Admit: %+v %v", res, err)
 	}
-	if res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: startRecord("b", 3),
+	if res, err := s1.Admit(ctx, &store.AdmitRequest{Session: "b", Record: StartRecord("b", 3),
 		Acquire: []store.Acquisition{acq("tool_calls", 1, 2)}}); err != nil || res.Admitted {
 		t.Fatalf("third Admit over the cap of 2 across Stores: %+v %v", res, err)
 	}
@@ -167,14 +167,9 @@ const crashEnv = "ARMORY_STORETEST_CRASH_DSN"
 // process was started as one. open opens a Store on dsn (in the mode under
 // test).
 func CrashHelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
-	dsn := os.Getenv(crashEnv)
-	if dsn == "" {
+	s := childStore(crashEnv, "crash helper", open)
+	if s == nil {
 		return
-	}
-	s, err := open(dsn)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "crash helper: open:", err)
-		os.Exit(2)
 	}
 	ctx := context.Background()
 	var mu sync.Mutex

@@ -77,18 +77,29 @@ const (
 	helperAppends  = 200 // audit records
 )
 
+// childStore opens the Store of a child process, on the database its
+// parent put in the environment variable env; nil when this process is not
+// such a child. It exits the process when the Store cannot be opened.
+func childStore(env, what string, open func(dsn string) (store.Store, error)) store.Store {
+	dsn := os.Getenv(env)
+	if dsn == "" {
+		return nil
+	}
+	s, err := open(dsn)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, what+": open:", err)
+		os.Exit(2)
+	}
+	return s
+}
+
 // HelperProcess is the body of a child process started by CrossProcess.
 // Call it from a test named TestHelperProcess; it returns at once unless
 // the process was started as a helper. open opens a Store on dsn.
 func HelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
-	dsn := os.Getenv(helperEnv)
-	if dsn == "" {
+	s := childStore(helperEnv, "helper", open)
+	if s == nil {
 		return
-	}
-	s, err := open(dsn)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "helper: open:", err)
-		os.Exit(2)
 	}
 	// Wait until the parent releases every helper at once.
 	io.Copy(io.Discard, os.Stdin)
@@ -111,7 +122,7 @@ func HelperProcess(t *testing.T, open func(dsn string) (store.Store, error)) {
 					_, ok, err = s.Acquire(ctx, "sess", "tool_calls", 1, 400)
 				} else {
 					var res store.AdmitResult
-					res, err = s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: startRecord("sess", int(i)),
+					res, err = s.Admit(ctx, &store.AdmitRequest{Session: "sess", Record: StartRecord("sess", int(i)),
 						Acquire: []store.Acquisition{acq("tool_calls", 1, 400)}, MaxRuntime: time.Hour})
 					ok = res.Admitted
 					if ok {
@@ -268,5 +279,24 @@ func BenchmarkAppend(b *testing.B, s store.Store) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
 	if cpu1, ok := processCPU(); ok && cpuOK {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/rec")
+	}
+}
+
+// NewerSchema checks that a Store refuses a database whose schema is newer
+// than the program (a later version of Armory migrated it): open fails and
+// says so, and nothing is migrated. db is a fresh database, exec runs one
+// SQL statement on it.
+func NewerSchema(t *testing.T, db string, open func(db string) (store.Store, error), exec func(t *testing.T, query string)) {
+	s, err := open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	exec(t, `UPDATE schema_version SET version = 999 WHERE version = (SELECT MAX(version) FROM schema_version)`)
+	if s, err := open(db); err == nil || !strings.Contains(err.Error(), "newer than this program") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("open of a newer schema: %v", err)
 	}
 }

@@ -145,3 +145,40 @@ func testTokensRace(t *testing.T, open Opener) {
 		t.Fatalf("revoked through the other store: %v", err)
 	}
 }
+
+// testTokenEpoch: a backend that has a token epoch ("" is none) changes it
+// with every revocation, through this Store or another one on the database,
+// and keeps it while nothing is revoked.
+func testTokenEpoch(t *testing.T, open Opener) {
+	ctx := ctxT(t)
+	a, b := open(t), open(t)
+	epoch := func() string {
+		t.Helper()
+		e, err := a.TokenEpoch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	tok := &store.Token{Hash: tokenHash("epoch"), Agent: "scribe"}
+	if err := a.CreateToken(ctx, tok); err != nil {
+		t.Fatal(err)
+	}
+	e0 := epoch()
+	if e := epoch(); e != e0 {
+		t.Fatalf("epoch changed without a revocation: %q then %q", e0, e)
+	}
+	if err := b.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	e1 := epoch()
+	if e0 == "" && e1 == "" {
+		return // no epoch: nothing may be cached by it
+	}
+	if e0 == e1 {
+		t.Fatalf("epoch %q unchanged after another Store revoked a token", e0)
+	}
+	if err := a.RevokeToken(ctx, tok.ID); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("second revocation: %v", err)
+	}
+}

@@ -60,12 +60,6 @@ type Ledger struct {
 	started []string // sessions whose clock this batch starts
 }
 
-// NewLedger returns a Ledger for a batch committed at now that reads every
-// key it needs through load (a Cache of its own, dropped with it).
-func NewLedger(load Loader, now time.Time) *Ledger {
-	return &Ledger{load: load, nowUS: now.UnixMicro(), c: NewCache(0), dirty: map[Key]bool{}}
-}
-
 // Cache is admission state (session starts, limit overrides, counter
 // values) that a flush carries from one committed batch to the next, so
 // that a batch reads from the database only the keys the cache lacks.

@@ -65,7 +65,7 @@ func TestLedgerDecide(t *testing.T) {
 			for k, v := range tc.counters {
 				m.counters[Key{"s", k}] = v
 			}
-			l := NewLedger(m, now)
+			l := NewCache(0).Ledger(m, now)
 			a := tc.adm
 			a.Session = "s"
 			if err := l.Decide(&a); err != nil {
@@ -97,7 +97,7 @@ func TestLedgerDecide(t *testing.T) {
 // once.
 func TestLedgerBatch(t *testing.T) {
 	m := &memState{starts: map[string]int64{}, overrides: map[string]map[string]int64{}, counters: map[Key]int64{{"s", "a"}: 1}}
-	l := NewLedger(m, time.Now())
+	l := NewCache(0).Ledger(m, time.Now())
 	admitted := 0
 	for range 5 {
 		a := &Admission{Session: "s", Acquire: []store.Acquisition{{Counter: "a", N: 1, Max: 3}, {Counter: "b", N: 2, Max: 100}}}
@@ -207,7 +207,7 @@ func caps(keys []Key, values []int64) ([]Key, []int64) {
 // a new run; the state lives in the session's counters.
 func TestLedgerRepeat(t *testing.T) {
 	m := &memState{starts: map[string]int64{}, overrides: map[string]map[string]int64{}, counters: map[Key]int64{}}
-	l := NewLedger(m, time.Now())
+	l := NewCache(0).Ledger(m, time.Now())
 	try := func(sum int64, justified bool) *store.AdmitResult {
 		t.Helper()
 		a := &Admission{Session: "s", Acquire: []store.Acquisition{{Counter: "calls", N: 1, Max: 100}},
