@@ -475,9 +475,12 @@ func TestFetchCallTimeout(t *testing.T) {
 		secs float64
 		want time.Duration
 	}{{0, 30 * time.Second}, {5, 5 * time.Second}, {0.5, 500 * time.Millisecond}, {120, 120 * time.Second}, {121, 120 * time.Second}, {1e300, 120 * time.Second}} {
-		if got := o.callTimeout(tt.secs); got != tt.want {
-			t.Errorf("callTimeout(%v) = %v, want %v", tt.secs, got, tt.want)
+		if got, err := o.timeouts().Call("tool.fetch", tt.secs); err != nil || got != tt.want {
+			t.Errorf("Call(%v) = %v, %v; want %v", tt.secs, got, err, tt.want)
 		}
+	}
+	if _, err := o.timeouts().Call("tool.fetch", -1); armory.KindOf(err) != armory.KindInvalid {
+		t.Errorf("a negative timeout_secs: %v", err)
 	}
 }
 
