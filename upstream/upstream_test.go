@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -514,20 +513,7 @@ func TestSandboxedStdioServer(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	shared := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	peer := testenv.HelloServer(t).String()
 	// A directory outside /tmp (where a bwrap sandbox has a tmpfs of its own).
 	outside, err := os.MkdirTemp("/var/tmp", "armory-upstream-test-")
 	if err != nil {
@@ -554,9 +540,9 @@ func TestSandboxedStdioServer(t *testing.T) {
 		// tmpfs: its write lands there; the real file is checked below.)
 		{"boxed", "write", `{"path":"` + filepath.Join(dir, "world-config.yaml") + `"}`, ""},
 		{"boxed", "write", `{"path":"` + filepath.Join(outside, "x") + `"}`, "error:"},
-		{"boxed", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "error:"},
-		{"netted", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "connected"},
-		{"free", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "connected"},
+		{"boxed", "dial", `{"addr":"` + peer + `"}`, "error:"},
+		{"netted", "dial", `{"addr":"` + peer + `"}`, "connected"},
+		{"free", "dial", `{"addr":"` + peer + `"}`, "connected"},
 		{"free", "write", `{"path":"` + filepath.Join(outside, "free") + `"}`, "written"},
 	} {
 		r := call(t, tool(t, set, "mcp."+tc.server+"."+tc.tool), tc.args)
