@@ -452,7 +452,7 @@ func TestFileTrailMatchesStore(t *testing.T) {
 	if rep, err := trail.Check(context.Background(), f.st, dir); err != nil || rep.Behind != 0 {
 		t.Fatalf("check: %+v, %v", rep, err)
 	}
-	if err := audit.VerifyDir(dir); err != nil {
+	if _, err := audit.VerifyDir(dir, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.st.VerifyAudit(context.Background()); err != nil {
