@@ -57,7 +57,7 @@ type Options struct {
 	AllowHosts []string
 	AllowCIDRs []netip.Prefix
 	// Resolver resolves host names for the dial guard; nil means the
-	// system resolver. Tests inject a netguard.Hosts table.
+	// system resolver. Tests inject a fixed table.
 	Resolver netguard.Resolver
 
 	// Timeout is the default time limit of one call (zero: 30 s).

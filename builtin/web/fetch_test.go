@@ -19,7 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/netguard"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // loopback is what tests allow explicitly: their servers listen on 127.0.0.1.
@@ -138,7 +138,7 @@ func TestFetchSSRF(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "INTERNAL-SECRET") }))
 	defer srv.Close()
 	p := port(t, srv)
-	hosts := netguard.Hosts{
+	hosts := testenv.Hosts{
 		"rebind.test":  {netip.MustParseAddr("127.0.0.1")},
 		"localhost":    {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
 		"meta.test":    {netip.MustParseAddr("169.254.169.254")},
@@ -203,7 +203,7 @@ func TestFetchRedirectGuard(t *testing.T) {
 	defer front.Close()
 	fp := port(t, front)
 	// The front server is allowed by name only; 127.0.0.1 itself is not.
-	hosts := netguard.Hosts{"allowed.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1")}}
+	hosts := testenv.Hosts{"allowed.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1")}}
 	f := NewFetch(Options{Resolver: hosts, AllowHosts: []string{"allowed.test"}})
 	for _, to := range []string{
 		"http://127.0.0.1:" + sp + "/",
@@ -534,7 +534,7 @@ func TestFetchStatusAndCharset(t *testing.T) {
 }
 
 func TestFetchInvalidArgs(t *testing.T) {
-	f := NewFetch(Options{Resolver: netguard.Hosts{}})
+	f := NewFetch(Options{Resolver: testenv.Hosts{}})
 	tests := []struct {
 		args string
 		kind armory.Kind
@@ -573,7 +573,7 @@ func TestFetchIgnoresEnvironmentProxy(t *testing.T) {
 	t.Setenv("HTTP_PROXY", proxy.URL)
 	t.Setenv("http_proxy", proxy.URL)
 	t.Setenv("NO_PROXY", "")
-	hosts := netguard.Hosts{"site.test": {netip.MustParseAddr("127.0.0.1")}}
+	hosts := testenv.Hosts{"site.test": {netip.MustParseAddr("127.0.0.1")}}
 	f := NewFetch(Options{Resolver: hosts, AllowHosts: []string{"site.test"}})
 	r := runFetch(t, f, map[string]any{"url": "http://site.test:" + port(t, srv) + "/"})
 	mustOK(t, r)
