@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/upstream"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -151,4 +154,14 @@ func (a *mcpAnn) sdk() *mcp.ToolAnnotations {
 		return nil
 	}
 	return &mcp.ToolAnnotations{ReadOnlyHint: a.readOnly, DestructiveHint: a.destructive, OpenWorldHint: a.openWorld}
+}
+
+// tools returns the tools the set adds to a roster (those whose definitions
+// match their pins).
+func tools(set *upstream.Set) []armory.Tool { return set.HostOptions(roster.Options{}).Extra }
+
+// unavailable returns why declared tools are not usable, as the set tells
+// a roster.
+func unavailable(set *upstream.Set) map[string]string {
+	return set.HostOptions(roster.Options{}).Unavailable
 }

@@ -149,8 +149,8 @@ func TestRealUpstreamsThroughThePipeline(t *testing.T) {
 	}
 	st := openStore(t, dir)
 	set, h := start(t, dir, st, upstream.Options{StartTimeout: time.Minute})
-	if len(set.Unavailable()) != 0 {
-		t.Fatalf("unavailable: %v; status %+v", set.Unavailable(), set.Status())
+	if len(unavailable(set)) != 0 {
+		t.Fatalf("unavailable: %v; status %+v", unavailable(set), set.Status())
 	}
 	alice, _ := h.Agent("alice")
 	bob, _ := h.Agent("bob")
@@ -280,8 +280,8 @@ func TestRealUpstreamsSandboxed(t *testing.T) {
 		map[string]string{"archetype/alice/config.md": "## Tool Access\n\n## Permissions\nprofile: trusted\nmcp.fs.write_file: auto\n"})
 	st := openStore(t, dir)
 	set, h := start(t, dir, st, upstream.Options{StartTimeout: time.Minute})
-	if len(set.Unavailable()) != 0 {
-		t.Fatalf("unavailable: %v; status %+v", set.Unavailable(), set.Status())
+	if len(unavailable(set)) != 0 {
+		t.Fatalf("unavailable: %v; status %+v", unavailable(set), set.Status())
 	}
 	p, err := pipeline.New(h, pipeline.Options{Store: st})
 	if err != nil {

@@ -182,14 +182,6 @@ func Start(ctx context.Context, w *world.World, opts Options) (*Set, error) {
 	return s, nil
 }
 
-// Tools returns the tools whose definitions match their pins, sorted by name.
-func (s *Set) Tools() []armory.Tool { return slices.Clone(s.tools) }
-
-// Unavailable returns, per tool name or family (mcp.<server>), why
-// declared upstream tools are not usable: a server that failed to start, a
-// definition withheld until a human accepts it.
-func (s *Set) Unavailable() map[string]string { return maps.Clone(s.unavailable) }
-
 // Warnings returns what the start found worth telling (tools refused for
 // their names or sizes, servers that failed), located at the server's line.
 func (s *Set) Warnings() world.Diagnostics { return slices.Clone(s.warnings) }
@@ -207,25 +199,6 @@ func (s *Set) HostOptions(o roster.Options) roster.Options {
 		o.Unavailable = u
 	}
 	return o
-}
-
-// Status is the state of one upstream server.
-type Status struct {
-	Name     string `json:"name"`
-	State    string `json:"state"` // "up", "restarting", "failed", "closed"
-	Restarts int    `json:"restarts"`
-	PID      int    `json:"pid,omitempty"` // of a running stdio server
-	Error    string `json:"error,omitempty"`
-	Stderr   string `json:"stderr,omitempty"` // the last bytes of a stdio server's stderr
-}
-
-// Status returns the state of every server, in world order.
-func (s *Set) Status() []Status {
-	out := make([]Status, len(s.servers))
-	for i, srv := range s.servers {
-		out[i] = srv.status()
-	}
-	return out
 }
 
 // Close stops every server: it closes each session, waits up to
@@ -671,16 +644,6 @@ func (s *server) close() {
 	s.mu.Unlock()
 	s.stop(sess, c)
 	s.wg.Wait()
-}
-
-func (s *server) status() Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Restarts: s.restarts, PID: s.child.pid, Error: s.lastErr}
-	if s.stdio() {
-		st.Stderr = s.stderr.String()
-	}
-	return st
 }
 
 // headerTransport adds the configured headers to every request.

@@ -99,7 +99,7 @@ func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*up
 
 func tool(t testing.TB, set *upstream.Set, name string) armory.Tool {
 	t.Helper()
-	for _, tt := range set.Tools() {
+	for _, tt := range tools(set) {
 		if tt.Spec().Name == name {
 			return tt
 		}
@@ -110,7 +110,7 @@ func tool(t testing.TB, set *upstream.Set, name string) armory.Tool {
 
 func names(set *upstream.Set) []string {
 	var out []string
-	for _, t := range set.Tools() {
+	for _, t := range tools(set) {
 		out = append(out, t.Spec().Name)
 	}
 	return out
@@ -217,7 +217,7 @@ func TestStartFailuresDoNotFailTheWorld(t *testing.T) {
 		"  refused:\n    url: http://127.0.0.1:1/mcp\n", nil)
 	st := openStore(t, dir)
 	set, h := start(t, dir, st, upstream.Options{StartTimeout: 3 * time.Second})
-	un := set.Unavailable()
+	un := unavailable(set)
 	for name, want := range map[string]string{
 		"mcp.crashy":  "cannot open the database: permission denied", // its stderr, in the reason
 		"mcp.hangs":   "no answer within 3s",
@@ -483,7 +483,7 @@ func TestEnvExpansion(t *testing.T) {
 	if !slices.Contains(lines, "TOKEN=tok-123") || !slices.Contains(lines, "LITERAL=${NOT_EXPANDED}") {
 		t.Errorf("stdio env not expanded: %q", r.Text)
 	}
-	if u := set.Unavailable()["mcp.h"]; u != "" {
+	if u := unavailable(set)["mcp.h"]; u != "" {
 		t.Fatalf("http upstream unavailable: %s", u)
 	}
 	if r := call(t, tool(t, set, "mcp.h.echo"), `{}`); !r.Success {
@@ -492,7 +492,7 @@ func TestEnvExpansion(t *testing.T) {
 	if a, _ := gotAuth.Load().(string); a != "Bearer tok-123" {
 		t.Errorf("Authorization header %q", a)
 	}
-	why := set.Unavailable()["mcp.unset"]
+	why := unavailable(set)["mcp.unset"]
 	if !strings.Contains(why, "${ARMORY_TEST_UNSET_VAR} is not set") {
 		t.Errorf("unset variable: %q", why)
 	}
@@ -527,7 +527,7 @@ func TestSandboxedStdioServer(t *testing.T) {
 		selfServer("free", probe)
 	dir := worldDir(t, cfg, nil)
 	set, _ := start(t, dir, openStore(t, dir), upstream.Options{StartTimeout: 20 * time.Second})
-	if u := set.Unavailable(); len(u) > 0 {
+	if u := unavailable(set); len(u) > 0 {
 		t.Fatalf("unavailable: %v", u)
 	}
 	state := filepath.Join(dir, ".armory", "upstreams", "boxed")
