@@ -218,20 +218,7 @@ func TestVerifyDirDetectsTampering(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.tamper(t, dir)
-			err := verifyDir(dir)
-			if tc.wantSeq == 0 {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			var ce *ChainError
-			if !errors.As(err, &ce) {
-				t.Fatalf("want ChainError, got %v", err)
-			}
-			if ce.Seq != tc.wantSeq || !strings.Contains(ce.Reason, tc.wantMsg) {
-				t.Fatalf("got %q, want seq %d with %q", err, tc.wantSeq, tc.wantMsg)
-			}
+			wantChainError(t, verifyDir(dir), tc.wantSeq, tc.wantMsg)
 		})
 	}
 }

@@ -51,20 +51,7 @@ func TestVerifyDetectsTampering(t *testing.T) {
 			if !tc.head {
 				head = Head{}
 			}
-			err := verifySlice(recs, head)
-			if tc.wantSeq == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			var ce *ChainError
-			if !errors.As(err, &ce) {
-				t.Fatalf("want ChainError, got %v", err)
-			}
-			if ce.Seq != tc.wantSeq || !strings.Contains(ce.Reason, tc.wantMsg) {
-				t.Fatalf("got %q, want seq %d with %q", err, tc.wantSeq, tc.wantMsg)
-			}
+			wantChainError(t, verifySlice(recs, head), tc.wantSeq, tc.wantMsg)
 		})
 	}
 }
@@ -108,4 +95,23 @@ func verifySlice(recs []*Record, head Head) error {
 func verifyDir(dir string) error {
 	_, err := VerifyDir(dir, 0, nil)
 	return err
+}
+
+// wantChainError checks that err is a *ChainError at seq whose reason holds
+// msg, or nil when seq is 0.
+func wantChainError(t *testing.T, err error, seq int64, msg string) {
+	t.Helper()
+	if seq == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	var ce *ChainError
+	if !errors.As(err, &ce) {
+		t.Fatalf("want ChainError, got %v", err)
+	}
+	if ce.Seq != seq || !strings.Contains(ce.Reason, msg) {
+		t.Fatalf("got %q, want seq %d with %q", err, seq, msg)
+	}
 }
