@@ -16,6 +16,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -153,14 +154,7 @@ func writeTestWorld(dir string) error {
 	for id, c := range agentConfigs {
 		files["archetype/"+id+"/config.md"] = c
 	}
-	for rel, content := range files {
-		p := filepath.Join(dir, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return testenv.WriteFiles(dir, files)
 }
 
 // openFixture opens the pipeline of the test world in dir (also used by the

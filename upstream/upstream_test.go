@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -40,17 +41,8 @@ func worldDir(t testing.TB, servers string, files map[string]string) string {
 		"archetype/alice/config.md": "## Tool Access\n",
 		"archetype/bob/config.md":   "## Tool Access\n",
 	}
-	for k, v := range files {
-		all[k] = v
-	}
-	for p, c := range all {
-		full := filepath.Join(dir, p)
-		os.MkdirAll(filepath.Dir(full), 0o755)
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	maps.Copy(all, files)
+	return testenv.WriteTree(t, dir, all)
 }
 
 // selfServer is the mcp_servers entry of the test binary as an upstream.
