@@ -375,47 +375,44 @@ func TestStreamSummaryTwice(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
-	in := readFixture(t, "cursor_success.ndjson")
-	var got []string
-	s := NewStream("devtools.cursor-agent")
-	s.OnProgress(func(d string) { got = append(got, d) })
-	s.Write(in)
-	want := []string{
-		"started (model Claude 4.5 Sonnet)",
-		"using ls",
-		"reading site/index.html",
-		"reading site/style.css",
-		"using grep",
-		"reading site/index.html",
-		"writing site/technologies.html",
-		"editing site/index.html",
-		"editing site/about.html",
-		"running npm test",
-		"completed successfully in 13.4s (1028 output tokens)",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-
-	got = nil
-	s = NewStream("devtools.claude-agent")
-	s.OnProgress(func(d string) { got = append(got, d) })
-	s.Write(readFixture(t, "claude_error.ndjson"))
-	want = []string{
-		"started (model claude-sonnet-4-5-20250929)",
-		"using Glob",
-		"reading handlers/users.go",
-		"reading handlers/users_test.go",
-		"reading go.mod",
-		"using Grep",
-		"writing handlers/pagination.go",
-		"editing handlers/users.go",
-		"running go test ./handlers/...",
-		"running go vet ./... …",
-		"failed (error_max_turns) after 61.8s (3120 output tokens, $0.2291)",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("claude progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	for _, tc := range []struct {
+		tool, fixture string
+		want          []string
+	}{
+		{"devtools.cursor-agent", "cursor_success.ndjson", []string{
+			"started (model Claude 4.5 Sonnet)",
+			"using ls",
+			"reading site/index.html",
+			"reading site/style.css",
+			"using grep",
+			"reading site/index.html",
+			"writing site/technologies.html",
+			"editing site/index.html",
+			"editing site/about.html",
+			"running npm test",
+			"completed successfully in 13.4s (1028 output tokens)",
+		}},
+		{"devtools.claude-agent", "claude_error.ndjson", []string{
+			"started (model claude-sonnet-4-5-20250929)",
+			"using Glob",
+			"reading handlers/users.go",
+			"reading handlers/users_test.go",
+			"reading go.mod",
+			"using Grep",
+			"writing handlers/pagination.go",
+			"editing handlers/users.go",
+			"running go test ./handlers/...",
+			"running go vet ./... …",
+			"failed (error_max_turns) after 61.8s (3120 output tokens, $0.2291)",
+		}},
+	} {
+		var got []string
+		s := NewStream(tc.tool)
+		s.OnProgress(func(d string) { got = append(got, d) })
+		s.Write(readFixture(t, tc.fixture))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s progress:\n%s\nwant\n%s", tc.fixture, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
 	}
 }
 
