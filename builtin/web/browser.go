@@ -127,7 +127,7 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	timeout, err := t.opts.timeouts().Call(op, a.TimeoutSecs)
+	u, timeout, err := t.opts.page(op, a.URL, a.TimeoutSecs)
 	if err != nil {
 		return armory.FailErr(err)
 	}
@@ -136,10 +136,6 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 		return armory.Failf(armory.KindInvalid, "wait_ms must be between 0 and %d", BrowserMaxWait.Milliseconds())
 	case a.FullPage && !a.Screenshot:
 		return armory.Failf(armory.KindInvalid, "full_page only applies with screenshot=true")
-	}
-	u, err := parseWebURL(op, a.URL)
-	if err != nil {
-		return armory.FailErr(err)
 	}
 	if a.Screenshot && (inv.Agent == nil || inv.Agent.Workspace == "") {
 		return armory.Failf(armory.KindUnavailable, "this agent has no workspace to save a screenshot in; call again without screenshot to get the page text")

@@ -262,6 +262,18 @@ func webError(op string, u *url.URL, err error, timeout time.Duration) error {
 }
 
 // parseWebURL checks a URL argument: absolute http(s) with a host.
+// page checks the url and timeout_secs arguments of a tool that loads one
+// page (tool.fetch, tool.browser) and returns the URL and the call's time
+// limit.
+func (o Options) page(op, rawURL string, timeoutSecs float64) (*url.URL, time.Duration, error) {
+	timeout, err := o.timeouts().Call(op, timeoutSecs)
+	if err != nil {
+		return nil, 0, err
+	}
+	u, err := parseWebURL(op, rawURL)
+	return u, timeout, err
+}
+
 func parseWebURL(op, raw string) (*url.URL, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
@@ -349,11 +361,7 @@ func (t *Fetch) Execute(ctx context.Context, inv armory.Invocation) armory.Resul
 	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	timeout, err := t.opts.timeouts().Call(op, a.TimeoutSecs)
-	if err != nil {
-		return armory.FailErr(err)
-	}
-	u, err := parseWebURL(op, a.URL)
+	u, timeout, err := t.opts.page(op, a.URL, a.TimeoutSecs)
 	if err != nil {
 		return armory.FailErr(err)
 	}
