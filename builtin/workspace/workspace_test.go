@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // wsFixture is a real folder layout for the workspace tools:
@@ -44,15 +45,6 @@ func mustWrite(t *testing.T, p, content string) {
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func mustRead(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // run calls tool with args (a map or a raw JSON string) as agent env.
@@ -359,7 +351,7 @@ func TestWorkspaceWrite(t *testing.T) {
 		w := &Write{}
 		r := run(t, w, f.env, M{"path": "deep/er/new.txt", "content": "one"})
 		wantOK(t, r)
-		if !strings.HasPrefix(r.Text, "created deep/er/new.txt") || mustRead(t, filepath.Join(f.ws, "deep/er/new.txt")) != "one" {
+		if !strings.HasPrefix(r.Text, "created deep/er/new.txt") || testenv.ReadFile(t, filepath.Join(f.ws, "deep/er/new.txt")) != "one" {
 			t.Fatalf("create: %q", r.Text)
 		}
 		if err := os.Chmod(filepath.Join(f.ws, "deep/er/new.txt"), 0o700); err != nil {
@@ -367,7 +359,7 @@ func TestWorkspaceWrite(t *testing.T) {
 		}
 		r = run(t, w, f.env, M{"path": "deep/er/new.txt", "content": "two"})
 		wantOK(t, r)
-		if !strings.HasPrefix(r.Text, "replaced") || mustRead(t, filepath.Join(f.ws, "deep/er/new.txt")) != "two" {
+		if !strings.HasPrefix(r.Text, "replaced") || testenv.ReadFile(t, filepath.Join(f.ws, "deep/er/new.txt")) != "two" {
 			t.Fatalf("replace: %q", r.Text)
 		}
 		if fi, _ := os.Stat(filepath.Join(f.ws, "deep/er/new.txt")); fi.Mode().Perm() != 0o700 {
@@ -380,7 +372,7 @@ func TestWorkspaceWrite(t *testing.T) {
 			t.Fatalf("leftovers: %v", ents)
 		}
 		wantOK(t, run(t, w, f.env, M{"path": "@project:web/docs/x.md", "content": "p"}))
-		if mustRead(t, filepath.Join(f.proj, "docs/x.md")) != "p" {
+		if testenv.ReadFile(t, filepath.Join(f.proj, "docs/x.md")) != "p" {
 			t.Fatal("project write went elsewhere")
 		}
 		wantFail(t, run(t, w, f.env, M{"path": "x.txt"}), armory.KindInvalid, "content is required")
@@ -449,7 +441,7 @@ func TestWorkspaceEdit(t *testing.T) {
 			if !strings.Contains(r.Text, c.msg) {
 				t.Fatalf("case %d: %q lacks %q", i, r.Text, c.msg)
 			}
-			if got := mustRead(t, p); got != c.content {
+			if got := testenv.ReadFile(t, p); got != c.content {
 				t.Fatalf("case %d: content %q, want %q", i, got, c.content)
 			}
 		}
@@ -467,7 +459,7 @@ func TestWorkspaceEditLimits(t *testing.T) {
 	// The result of an edit may not exceed WriteLimit either.
 	mustWrite(t, filepath.Join(f.ws, "grow.txt"), strings.Repeat("x", 1<<20))
 	wantFail(t, run(t, e, f.env, M{"path": "grow.txt", "old_string": "x", "new_string": "0123456789", "replace_all": true}), armory.KindInvalid, "the limit is 8388608")
-	if mustRead(t, filepath.Join(f.ws, "grow.txt")) != strings.Repeat("x", 1<<20) {
+	if testenv.ReadFile(t, filepath.Join(f.ws, "grow.txt")) != strings.Repeat("x", 1<<20) {
 		t.Fatal("file changed by a refused edit")
 	}
 }
@@ -540,7 +532,7 @@ func TestWorkspaceDelete(t *testing.T) {
 			t.Fatalf("%q", r.Text)
 		}
 		wantOK(t, run(t, d, f.env, M{"path": "ln"}))
-		if mustRead(t, filepath.Join(f.ws, "keep.txt")) != "keep" {
+		if testenv.ReadFile(t, filepath.Join(f.ws, "keep.txt")) != "keep" {
 			t.Fatal("link target touched")
 		}
 		wantOK(t, run(t, d, f.env, M{"path": "empty"}))

@@ -30,3 +30,14 @@ func WriteTree(t testing.TB, dir string, files map[string]string) string {
 	}
 	return dir
 }
+
+// ReadFile returns the content of the file p, failing t when it cannot be
+// read.
+func ReadFile(t testing.TB, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
