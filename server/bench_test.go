@@ -118,11 +118,11 @@ func startBenchArmory(b testing.TB, cfg armoryConfig) *benchArmory {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if u := set.Unavailable(); len(u) > 0 {
-			b.Fatalf("upstream unavailable: %v", u)
-		}
 		b.Cleanup(func() { set.Close() })
 		hopts = set.HostOptions(hopts)
+		if len(hopts.Unavailable) > 0 {
+			b.Fatalf("upstream unavailable: %v", hopts.Unavailable)
+		}
 	}
 	h, err := roster.Open(dir, hopts)
 	if err != nil {
