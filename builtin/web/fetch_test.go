@@ -342,23 +342,25 @@ func TestFetchDownloadLimitAndGzipBomb(t *testing.T) {
 	io.WriteString(zw, "<html><body><p>compressed hello</p></body></html>")
 	zw.Close()
 
+	gzipped := map[string]struct {
+		ctype string
+		body  []byte
+	}{
+		"/bomb":   {"text/plain", bomb.Bytes()},
+		"/noisy":  {"application/octet-stream", noisy.Bytes()},
+		"/small":  {"text/html", small.Bytes()},
+		"/broken": {"", []byte("this is not gzip at all")},
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g, ok := gzipped[r.URL.Path]; ok {
+			w.Header().Set("Content-Encoding", "gzip")
+			if g.ctype != "" {
+				w.Header().Set("Content-Type", g.ctype)
+			}
+			w.Write(g.body)
+			return
+		}
 		switch r.URL.Path {
-		case "/bomb":
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Set("Content-Type", "text/plain")
-			w.Write(bomb.Bytes())
-		case "/noisy":
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Write(noisy.Bytes())
-		case "/small":
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Set("Content-Type", "text/html")
-			w.Write(small.Bytes())
-		case "/broken":
-			w.Header().Set("Content-Encoding", "gzip")
-			io.WriteString(w, "this is not gzip at all")
 		case "/big":
 			w.Header().Set("Content-Type", "text/plain")
 			w.Write(bytes.Repeat([]byte("b"), 3<<20))
