@@ -269,26 +269,28 @@ func runProcess(ctx context.Context, op string, inv armory.Invocation, p sandbox
 	out, err := sandbox.Run(ctx, p, argv, progress)
 	flush()
 	if err != nil {
-		return armory.FailErr(runError(op, argv[0], err))
+		return runFailure(op, argv[0], err)
 	}
 	return processResult(out, p.MaxOutput)
 }
 
-// runError classifies an error of sandbox.Run (nothing ran).
-func runError(op, argv0 string, err error) error {
+// runFailure is the result of a call whose sandbox.Run failed (nothing
+// ran). A cancel is KindOther, as for a command canceled while it runs
+// (armory.E cannot carry KindOther: KindOf reads it as unset).
+func runFailure(op, argv0 string, err error) armory.Result {
 	switch {
 	case errors.Is(err, sandbox.ErrUnavailable):
-		return armory.E(op, armory.KindUnavailable, "no working process sandbox on this machine (an administrator can install bubblewrap or enable Landlock)", err)
+		return armory.FailErr(armory.E(op, armory.KindUnavailable, "no working process sandbox on this machine (an administrator can install bubblewrap or enable Landlock)", err))
 	case errors.Is(err, exec.ErrNotFound):
-		return armory.E(op, armory.KindUnavailable, fmt.Sprintf("%s is not installed on this machine", argv0))
+		return armory.Failf(armory.KindUnavailable, "%s is not installed on this machine", argv0)
 	case errors.Is(err, sandbox.ErrPolicy):
-		return armory.E(op, armory.KindInvalid, "cannot run here", err)
+		return armory.FailErr(armory.E(op, armory.KindInvalid, "cannot run here", err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return armory.E(op, armory.KindTimeout, "the call's time ran out before the command started")
+		return armory.Failf(armory.KindTimeout, "the call's time ran out before the command started")
 	case errors.Is(err, context.Canceled):
-		return armory.E(op, armory.KindOther, "the call was canceled before the command started")
+		return armory.Failf(armory.KindOther, "the call was canceled before the command started")
 	}
-	return armory.E(op, armory.KindInternal, "could not start the sandbox", err)
+	return armory.FailErr(armory.E(op, armory.KindInternal, "could not start the sandbox", err))
 }
 
 // processResult renders an outcome for the model: stdout, then a

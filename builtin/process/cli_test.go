@@ -275,6 +275,16 @@ func TestCLITimeouts(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 	})
+	// Canceled before the command started: a cancel, as once it runs, not
+	// an internal failure.
+	t.Run("canceled before start", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, _ := callCtx(t, ctx, NewCLI(Options{}), procAgent(t, ""), map[string]any{"command": "echo ran"})
+		if res.Success || res.Kind != armory.KindOther || !strings.Contains(res.Text, "canceled before the command started") {
+			t.Fatalf("result %+v", res)
+		}
+	})
 }
 
 // Attacks on the bounds, through the tool.
