@@ -19,12 +19,7 @@ const (
 
 var dangerNames = [...]string{"safe", "cautious", "dangerous", "critical"}
 
-func (d Danger) String() string {
-	if int(d) < len(dangerNames) {
-		return dangerNames[d]
-	}
-	return fmt.Sprintf("danger(%d)", d)
-}
+func (d Danger) String() string { return levelName(d, dangerNames[:], "danger") }
 
 // ParseDanger parses "safe", "cautious" (or "caution"), "dangerous" (or
 // "danger") or "critical".
@@ -44,13 +39,7 @@ func ParseDanger(s string) (Danger, error) {
 
 func (d Danger) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
-func (d *Danger) UnmarshalText(b []byte) error {
-	v, err := ParseDanger(string(b))
-	if err == nil {
-		*d = v
-	}
-	return err
-}
+func (d *Danger) UnmarshalText(b []byte) error { return unmarshalLevel(d, b, ParseDanger) }
 
 // Capability names a kind of effect a tool can have.
 type Capability string
@@ -76,11 +65,7 @@ func Capabilities() []Capability {
 
 // ParseCapability accepts a known capability name.
 func ParseCapability(s string) (Capability, error) {
-	c := Capability(strings.ToLower(strings.TrimSpace(s)))
-	if slices.Contains(Capabilities(), c) {
-		return c, nil
-	}
-	return "", fmt.Errorf("unknown capability %q (want one of %s)", s, joinStrings(Capabilities()))
+	return parseKnown(s, "capability", Capabilities())
 }
 
 // Permission is the level that decides whether a call runs unattended.
@@ -98,12 +83,7 @@ const (
 
 var permNames = [...]string{"auto", "confirm", "always_confirm", "deny"}
 
-func (p Permission) String() string {
-	if int(p) < len(permNames) {
-		return permNames[p]
-	}
-	return fmt.Sprintf("permission(%d)", p)
-}
+func (p Permission) String() string { return levelName(p, permNames[:], "permission") }
 
 // ParsePermission parses "auto", "confirm", "always_confirm" or "deny".
 func ParsePermission(s string) (Permission, error) {
@@ -117,13 +97,7 @@ func ParsePermission(s string) (Permission, error) {
 
 func (p Permission) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
 
-func (p *Permission) UnmarshalText(b []byte) error {
-	v, err := ParsePermission(string(b))
-	if err == nil {
-		*p = v
-	}
-	return err
-}
+func (p *Permission) UnmarshalText(b []byte) error { return unmarshalLevel(p, b, ParsePermission) }
 
 // Category groups tools for permission profiles.
 type Category string
@@ -150,13 +124,7 @@ func Categories() []Category {
 }
 
 // ParseCategory accepts a known category name.
-func ParseCategory(s string) (Category, error) {
-	c := Category(strings.ToLower(strings.TrimSpace(s)))
-	if slices.Contains(Categories(), c) {
-		return c, nil
-	}
-	return "", fmt.Errorf("unknown category %q (want one of %s)", s, joinStrings(Categories()))
-}
+func ParseCategory(s string) (Category, error) { return parseKnown(s, "category", Categories()) }
 
 // Requirement is something a tool needs from the machine to be usable, for
 // example a binary on PATH. Whether it is met is decided outside the policy
@@ -211,6 +179,35 @@ func (m Manifest) Annotations() Annotations {
 		Idempotent:  ro,
 		OpenWorld:   m.Has(CapNetwork) || m.Category == CatWeb || m.Category == CatMCP,
 	}
+}
+
+// levelName is the name of level v (Danger, Permission), or "what(v)" for
+// a value without one.
+func levelName[T ~uint8](v T, names []string, what string) string {
+	if int(v) < len(names) {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", what, v)
+}
+
+// unmarshalLevel sets *dst to the level that parse reads in b, leaving it
+// unchanged on error.
+func unmarshalLevel[T any](dst *T, b []byte, parse func(string) (T, error)) error {
+	v, err := parse(string(b))
+	if err == nil {
+		*dst = v
+	}
+	return err
+}
+
+// parseKnown accepts s, trimmed and in any case, when it is one of known
+// (capabilities, categories); what names the kind in the error.
+func parseKnown[S ~string](s, what string, known []S) (S, error) {
+	v := S(strings.ToLower(strings.TrimSpace(s)))
+	if slices.Contains(known, v) {
+		return v, nil
+	}
+	return "", fmt.Errorf("unknown %s %q (want one of %s)", what, s, joinStrings(known))
 }
 
 func joinStrings[S ~string](xs []S) string {

@@ -195,6 +195,11 @@ type ToolAccess struct {
 // ResolveToolAccess computes an agent's access from the world's privilege
 // groups, the agent's groups and its overrides (access mode). Groups the
 // world does not define are ignored here; world.Load reports them.
+//
+// It is exported for embedders: the one-call form of the ghost world's
+// config.ResolveToolAccess, for a framework that keeps its own privilege
+// map. Armory's roster builds one Privileges for the whole world and calls
+// Resolve (or Choose) per agent instead, so that agents share it.
 func ResolveToolAccess(worldPrivileges map[string][]string, groups, overrides []string) (*ToolAccess, error) {
 	p, err := NewPrivileges(worldPrivileges)
 	if err != nil {
@@ -311,13 +316,14 @@ func (ta *ToolAccess) Explain(name string) (ok bool, reasons []string) {
 // ExplainFrom is Explain with each reason naming where its rule was
 // written (src may be nil).
 func (ta *ToolAccess) ExplainFrom(name string, src *Sources) (ok bool, reasons []string) {
+	src = src.orNone()
 	if IsAlwaysOn(name) {
 		return true, []string{"always on: syscall.skill.* tools are available to every agent"}
 	}
 	if ta.mode == ModeLegacy {
 		for _, e := range ta.legacy {
 			if armory.InFamily(name, e) {
-				return true, []string{fmt.Sprintf("legacy mode: listed in \"## Tools\" as %q%s", e, at(src.legacy(), e))}
+				return true, []string{fmt.Sprintf("legacy mode: listed in \"## Tools\" as %q%s", e, at(src.Legacy, e))}
 			}
 		}
 		return false, []string{"legacy mode (no \"## Tool Access\" section and no tool_privileges in the world): not in the agent's \"## Tools\" list"}
@@ -328,22 +334,22 @@ func (ta *ToolAccess) ExplainFrom(name string, src *Sources) (ok bool, reasons [
 	}
 	in := make([]string, len(covering))
 	for i, g := range covering {
-		in[i] = g + at(src.groups(), g)
+		in[i] = g + at(src.Groups, g)
 	}
 	reasons = append(reasons, fmt.Sprintf("privileged: in group(s) %s", strings.Join(in, ", ")))
 	for _, g := range covering {
 		if slices.Contains(ta.groupList, g) {
 			ok = true
-			reasons = append(reasons, fmt.Sprintf("granted by group %q%s", g, at(src.agentGroups(), g)))
+			reasons = append(reasons, fmt.Sprintf("granted by group %q%s", g, at(src.AgentGroups, g)))
 		}
 	}
 	for _, e := range ta.overrides {
 		if armory.InFamily(name, e) {
 			ok = true
 			if e == name {
-				reasons = append(reasons, fmt.Sprintf("granted by override %q%s", e, at(src.overrides(), e)))
+				reasons = append(reasons, fmt.Sprintf("granted by override %q%s", e, at(src.Overrides, e)))
 			} else {
-				reasons = append(reasons, fmt.Sprintf("granted by override %q (family)%s", e, at(src.overrides(), e)))
+				reasons = append(reasons, fmt.Sprintf("granted by override %q (family)%s", e, at(src.Overrides, e)))
 			}
 		}
 	}

@@ -23,44 +23,14 @@ func at(m map[string]string, key string) string {
 	return ""
 }
 
-func (s *Sources) groups() map[string]string {
-	if s == nil {
-		return nil
-	}
-	return s.Groups
-}
+// noSources stands for a nil *Sources: every position unknown.
+var noSources Sources
 
-func (s *Sources) agentGroups() map[string]string {
+// orNone returns s, or an empty Sources when s is nil, so that callers
+// read its maps without a nil check.
+func (s *Sources) orNone() *Sources {
 	if s == nil {
-		return nil
+		return &noSources
 	}
-	return s.AgentGroups
-}
-
-func (s *Sources) overrides() map[string]string {
-	if s == nil {
-		return nil
-	}
-	return s.Overrides
-}
-
-func (s *Sources) legacy() map[string]string {
-	if s == nil {
-		return nil
-	}
-	return s.Legacy
-}
-
-func (s *Sources) toolkits() map[string]string {
-	if s == nil {
-		return nil
-	}
-	return s.Toolkits
-}
-
-func (s *Sources) switches() map[string]string {
-	if s == nil {
-		return nil
-	}
-	return s.Switches
+	return s
 }

@@ -96,6 +96,7 @@ func (t *Toolkits) ExplainFrom(sw Switches, tool string, src *Sources) (bool, []
 }
 
 func (t *Toolkits) explain(sw Switches, tool string, why bool, src *Sources) (bool, []string) {
+	src = src.orNone()
 	var reasons []string
 	say := func(format string, args ...any) {
 		if why {
@@ -109,7 +110,7 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool, src *Sources) (bo
 	}
 	if len(kits) == 0 {
 		if perToolSet {
-			say("in no toolkit; switched %s by its own \"%s: %t\" line%s", onOff(perTool), tool, perTool, at(src.switches(), tool))
+			say("in no toolkit; switched %s by its own \"%s: %t\" line%s", onOff(perTool), tool, perTool, at(src.Switches, tool))
 			return perTool, reasons
 		}
 		return true, reasons
@@ -119,7 +120,7 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool, src *Sources) (bo
 		k := t.kits[i]
 		if v, set := sw[k.Name]; set {
 			if !v {
-				say("toolkit %q is switched off (\"%s: false\"%s); a per-tool switch cannot override that", k.Name, k.Name, atIn(src.switches(), k.Name))
+				say("toolkit %q is switched off (\"%s: false\"%s); a per-tool switch cannot override that", k.Name, k.Name, atIn(src.Switches, k.Name))
 				return false, reasons
 			}
 			anyTrue = true
@@ -127,7 +128,7 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool, src *Sources) (bo
 	}
 	if anyTrue {
 		if perToolSet {
-			say("toolkit switched on, tool switched %s by \"%s: %t\"%s", onOff(perTool), tool, perTool, at(src.switches(), tool))
+			say("toolkit switched on, tool switched %s by \"%s: %t\"%s", onOff(perTool), tool, perTool, at(src.Switches, tool))
 			return perTool, reasons
 		}
 		names, pos := quoteKits(t, kits, sw, true, src)
@@ -139,23 +140,23 @@ func (t *Toolkits) explain(sw Switches, tool string, why bool, src *Sources) (bo
 		for _, m := range t.kits[i].Tools {
 			if m != tool && sw[m] {
 				if perToolSet {
-					say("toolkit %q counts as on because its member %q is switched on%s (legacy config); tool switched %s by \"%s: %t\"%s", t.kits[i].Name, m, at(src.switches(), m), onOff(perTool), tool, perTool, at(src.switches(), tool))
+					say("toolkit %q counts as on because its member %q is switched on%s (legacy config); tool switched %s by \"%s: %t\"%s", t.kits[i].Name, m, at(src.Switches, m), onOff(perTool), tool, perTool, at(src.Switches, tool))
 					return perTool, reasons
 				}
-				say("toolkit %q counts as on because its member %q is switched on%s (legacy config)", t.kits[i].Name, m, at(src.switches(), m))
+				say("toolkit %q counts as on because its member %q is switched on%s (legacy config)", t.kits[i].Name, m, at(src.Switches, m))
 				return true, reasons
 			}
 		}
 	}
 	if perToolSet {
-		say("switched %s by its own \"%s: %t\" line%s (no toolkit switch set)", onOff(perTool), tool, perTool, at(src.switches(), tool))
+		say("switched %s by its own \"%s: %t\" line%s (no toolkit switch set)", onOff(perTool), tool, perTool, at(src.Switches, tool))
 		return perTool, reasons
 	}
 	def := true
 	for _, i := range kits {
 		if !t.kits[i].Default {
 			def = false
-			say("toolkit %q is off by default and the agent does not switch it on%s", t.kits[i].Name, at(src.toolkits(), t.kits[i].Name))
+			say("toolkit %q is off by default and the agent does not switch it on%s", t.kits[i].Name, at(src.Toolkits, t.kits[i].Name))
 		}
 	}
 	if def {
@@ -188,9 +189,9 @@ func quoteKits(t *Toolkits, kits []int, sw Switches, onlySet bool, src *Sources)
 		n := t.kits[i].Name
 		if _, set := sw[n]; set || !onlySet {
 			ns = append(ns, fmt.Sprintf("%q", n))
-			m := src.toolkits()
+			m := src.Toolkits
 			if set {
-				m = src.switches()
+				m = src.Switches
 			}
 			if p, ok := m[n]; ok && p != "" {
 				ps = append(ps, p)

@@ -289,10 +289,6 @@ func logFiles(dir string) ([]int, error) {
 	return nums, nil
 }
 
-// ReadHead returns the head recorded in dir's head file (the zero Head when
-// there is none).
-func ReadHead(dir string) (Head, error) { return readHead(dir) }
-
 func readHead(dir string) (Head, error) {
 	b, err := os.ReadFile(filepath.Join(dir, HeadFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -588,23 +584,33 @@ func readFile(path, name string, maxLine int, yield func(*Record, error) bool) b
 // read first and a sink writes data before head, so it then verifies a
 // prefix of the growing trail (with SyncNever after an OS crash the head may
 // be ahead of the data, which is reported as truncation).
-func VerifyDir(dir string) error {
+//
+// Lines are read as by ReadDir(dir, maxLine). Each record that verifies is
+// passed to each (when not nil) in Seq order, so that a caller can compare
+// the trail with another copy in the same pass; an error from each ends the
+// walk and is returned. VerifyDir returns the head of the records verified.
+func VerifyDir(dir string, maxLine int, each func(*Record) error) (Head, error) {
 	head, err := readHead(dir)
 	if err != nil {
-		return err
+		return Head{}, err
 	}
 	v := NewVerifier(head)
-	for rec, err := range ReadDir(dir, 0) {
+	for rec, err := range ReadDir(dir, maxLine) {
 		if err != nil {
 			var re *ReadError
 			if errors.As(err, &re) {
-				return v.Fail(fmt.Sprintf("unreadable record (%s line %d: %v)", re.File, re.Line, re.Err))
+				return v.Head(), v.Fail(fmt.Sprintf("unreadable record (%s line %d: %v)", re.File, re.Line, re.Err))
 			}
-			return err
+			return v.Head(), err
 		}
 		if err := v.Add(rec); err != nil {
-			return err
+			return v.Head(), err
+		}
+		if each != nil {
+			if err := each(rec); err != nil {
+				return v.Head(), err
+			}
 		}
 	}
-	return v.End()
+	return v.Head(), v.End()
 }

@@ -76,7 +76,7 @@ func TestFileSinkRotatesAtExactly1000(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := VerifyDir(dir); err != nil {
+	if err := verifyDir(dir); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -124,7 +124,7 @@ func TestFileSinkChainAcrossFilesAndReopen(t *testing.T) {
 	if r.Seq != 11 || r.PrevHash == "" {
 		t.Fatalf("first record of file 2: seq %d prev %q", r.Seq, r.PrevHash)
 	}
-	if err := VerifyDir(dir); err != nil {
+	if err := verifyDir(dir); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -218,20 +218,7 @@ func TestVerifyDirDetectsTampering(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.tamper(t, dir)
-			err := VerifyDir(dir)
-			if tc.wantSeq == 0 {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			var ce *ChainError
-			if !errors.As(err, &ce) {
-				t.Fatalf("want ChainError, got %v", err)
-			}
-			if ce.Seq != tc.wantSeq || !strings.Contains(ce.Reason, tc.wantMsg) {
-				t.Fatalf("got %q, want seq %d with %q", err, tc.wantSeq, tc.wantMsg)
-			}
+			wantChainError(t, verifyDir(dir), tc.wantSeq, tc.wantMsg)
 		})
 	}
 }
@@ -269,7 +256,7 @@ func TestFileSinkRepairsTornLine(t *testing.T) {
 	}
 	fill(t, s2, 2)
 	s2.Close()
-	if err := VerifyDir(dir); err != nil {
+	if err := verifyDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	if n := countLines(t, p); n != 7 {
@@ -282,7 +269,7 @@ func TestFileSinkLineLimit(t *testing.T) {
 	s := openSink(t, dir, FileOptions{MaxLine: 64 << 10})
 	fill(t, s, 1)
 	s.Close()
-	if err := VerifyDir(dir); err != nil {
+	if err := verifyDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	// A reader never holds more than MaxLine: a longer line is an error at
@@ -292,7 +279,7 @@ func TestFileSinkLineLimit(t *testing.T) {
 	f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 	f.WriteString(big)
 	f.Close()
-	err := VerifyDir(dir)
+	err := verifyDir(dir)
 	var ce *ChainError
 	if !errors.As(err, &ce) || ce.Seq != 2 || !strings.Contains(ce.Reason, "longer than") {
 		t.Fatalf("got %v", err)
@@ -354,7 +341,7 @@ func TestFileSinkConcurrentCopies(t *testing.T) {
 	if err := add(s, sampleRecord(1)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("append after close: %v", err)
 	}
-	if err := VerifyDir(dir); err != nil {
+	if err := verifyDir(dir); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -388,7 +375,7 @@ func TestFileSinkOversizedRecordKeepsSinkUsable(t *testing.T) {
 	}
 	fill(t, s, 3) // the sink still works and the chain has no gap
 	s.Close()
-	if err := VerifyDir(dir); err != nil {
+	if err := verifyDir(dir); err != nil {
 		t.Fatal(err)
 	}
 	if h := s.Head(); h.Seq != 3 {
@@ -419,7 +406,7 @@ func FuzzVerifyDir(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(d, "audit-000001.jsonl"), data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := VerifyDir(d); err != nil {
+		if err := verifyDir(d); err != nil {
 			return
 		}
 		var prev Head

@@ -3,7 +3,6 @@ package audit
 import (
 	"errors"
 	"fmt"
-	"iter"
 )
 
 // ChainError reports the first place where a trail stops being a valid
@@ -96,39 +95,4 @@ func (v *Verifier) End() error {
 		v.err = &ChainError{Seq: v.head.Seq + 1, Reason: fmt.Sprintf("trail truncated: recorded head is seq %d, trail ends at seq %d", v.want.Seq, v.head.Seq)}
 	}
 	return v.err
-}
-
-// Verify checks that records, in the order given, form one valid chain from
-// Seq 1. It returns nil for an empty trail, a *ChainError (errors.Is
-// ErrChain) naming the first broken seq, or the first non-nil error the
-// iterator yields. It cannot detect a missing tail; use VerifyHead for that.
-func Verify(records iter.Seq2[*Record, error]) error {
-	return VerifyHead(records, Head{})
-}
-
-// VerifyHead is Verify plus a check against head, the head that the writer
-// recorded (see NewVerifier): a truncated tail is reported at the first
-// missing seq.
-func VerifyHead(records iter.Seq2[*Record, error], head Head) error {
-	v := NewVerifier(head)
-	for rec, err := range records {
-		if err != nil {
-			return err
-		}
-		if err := v.Add(rec); err != nil {
-			return err
-		}
-	}
-	return v.End()
-}
-
-// Records adapts a slice to the iterator Verify takes.
-func Records(recs []*Record) iter.Seq2[*Record, error] {
-	return func(yield func(*Record, error) bool) {
-		for _, r := range recs {
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
 }

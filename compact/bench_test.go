@@ -11,7 +11,7 @@ func BenchmarkExtract(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok := Extract(fixtureTool(name), in); !ok {
+				if _, ok := extract(fixtureTool(name), in); !ok {
 					b.Fatal("not recognised")
 				}
 			}

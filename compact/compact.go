@@ -6,7 +6,7 @@
 // or Claude Code (--output-format stream-json). Their raw output is 60–130 KB
 // of thinking deltas, streamed message fragments and tool results that echo
 // whole files; the orchestrator needs only what the agent did and what it
-// said at the end. [Extract] keeps:
+// said at the end. A [Stream] keeps:
 //
 //   - the terminal result event: success or failure, duration, output
 //     tokens, cost (Claude), and the agent's own result text;
@@ -26,7 +26,7 @@
 //
 // Lines that are not JSON objects with a string "type" are skipped. Input in
 // which no line is such an object is not NDJSON (for example Claude Code run
-// with --output-format text): Extract then reports ok == false and the caller
+// with --output-format text): [Stream.Summary] then reports ok == false and the caller
 // should use the raw output. A stream cut before its result event still
 // yields a summary, which says that the agent did not report a result.
 //
@@ -81,17 +81,6 @@ const (
 // "claude-agent" (for example "devtools.cursor-agent").
 func IsCodingAgent(toolName string) bool {
 	return strings.HasSuffix(toolName, "cursor-agent") || strings.HasSuffix(toolName, "claude-agent")
-}
-
-// Extract summarizes the whole output ndjson of the coding-agent tool
-// toolName. ok is false, and summary empty, when the input is not NDJSON (no
-// line is a JSON object with a string "type"); the caller should then use
-// the raw output. Extract never fails otherwise: bad lines are skipped. It
-// does not retain ndjson and is safe for concurrent use.
-func Extract(toolName string, ndjson []byte) (summary string, ok bool) {
-	s := NewStream(toolName)
-	s.Write(ndjson)
-	return s.Summary()
 }
 
 // Stream summarizes a coding agent's output incrementally: Write the output

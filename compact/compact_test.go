@@ -59,6 +59,14 @@ func claudeUse(blocks ...string) string {
 	return `{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","content":[` + strings.Join(blocks, ",") + `]},"parent_tool_use_id":null,"session_id":"s"}`
 }
 
+// extract summarizes a whole output in one Write, as the toolbox does when
+// the output arrives at once.
+func extract(toolName string, ndjson []byte) (string, bool) {
+	s := NewStream(toolName)
+	s.Write(ndjson)
+	return s.Summary()
+}
+
 func lines(ls ...string) []byte { return []byte(strings.Join(ls, "\n") + "\n") }
 
 func TestExtractEvents(t *testing.T) {
@@ -183,7 +191,7 @@ func TestExtractEvents(t *testing.T) {
 		{"number literal garbage", "x.cursor-agent", lines(`{"type":"result","duration_ms":1e,"result":"x"}`), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := Extract(tc.tool, tc.in)
+			got, ok := extract(tc.tool, tc.in)
 			if ok != tc.wantOK || got != tc.want {
 				t.Errorf("Extract = %v\n%s\nwant %v\n%s", ok, got, tc.wantOK, tc.want)
 			}
@@ -242,7 +250,7 @@ func TestGolden(t *testing.T) {
 		name := filepath.Base(path)
 		t.Run(name, func(t *testing.T) {
 			in := readFixture(t, name)
-			got, ok := Extract(fixtureTool(name), in)
+			got, ok := extract(fixtureTool(name), in)
 			if !ok {
 				t.Fatalf("fixture %s not recognised as NDJSON", name)
 			}
@@ -291,7 +299,7 @@ func TestFixtureShape(t *testing.T) {
 
 func TestPlainTextFixture(t *testing.T) {
 	in := readFixture(t, "claude_text.txt")
-	if s, ok := Extract("devtools.claude-agent", in); ok || s != "" {
+	if s, ok := extract("devtools.claude-agent", in); ok || s != "" {
 		t.Errorf("text output: Extract = %q, %v; want \"\", false", s, ok)
 	}
 }
@@ -305,7 +313,7 @@ func TestStreamChunks(t *testing.T) {
 	for _, path := range names {
 		name := filepath.Base(path)
 		in := readFixture(t, name)
-		want, wantOK := Extract(fixtureTool(name), in)
+		want, wantOK := extract(fixtureTool(name), in)
 		for round := range 20 {
 			s := NewStream(fixtureTool(name))
 			max := []int{1, 7, 64, 4096, 1 << 16}[round%5]
@@ -332,7 +340,7 @@ func TestStreamSplitEverywhere(t *testing.T) {
 		`{"type":"thinking","subtype":"delta","text":"думаю…"}`,
 		started("shellToolCall", `{"command":"echo 'ünïcødé ✓'"}`),
 		`{"type":"result","subtype":"success","duration_ms":4200,"is_error":false,"result":"Wrote 文档/café.md ✓","usage":{"output_tokens":12}}`)
-	want, ok := Extract("x.cursor-agent", in)
+	want, ok := extract("x.cursor-agent", in)
 	wantText := "Cursor agent completed successfully in 4.2s (12 output tokens).\nFiles read: 文档/café.md\nCommands run: echo 'ünïcødé ✓'\nResult:\nWrote 文档/café.md ✓\n"
 	if !ok || want != wantText {
 		t.Fatalf("Extract = %v\n%s\nwant\n%s", ok, want, wantText)
@@ -367,47 +375,44 @@ func TestStreamSummaryTwice(t *testing.T) {
 }
 
 func TestProgress(t *testing.T) {
-	in := readFixture(t, "cursor_success.ndjson")
-	var got []string
-	s := NewStream("devtools.cursor-agent")
-	s.OnProgress(func(d string) { got = append(got, d) })
-	s.Write(in)
-	want := []string{
-		"started (model Claude 4.5 Sonnet)",
-		"using ls",
-		"reading site/index.html",
-		"reading site/style.css",
-		"using grep",
-		"reading site/index.html",
-		"writing site/technologies.html",
-		"editing site/index.html",
-		"editing site/about.html",
-		"running npm test",
-		"completed successfully in 13.4s (1028 output tokens)",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-
-	got = nil
-	s = NewStream("devtools.claude-agent")
-	s.OnProgress(func(d string) { got = append(got, d) })
-	s.Write(readFixture(t, "claude_error.ndjson"))
-	want = []string{
-		"started (model claude-sonnet-4-5-20250929)",
-		"using Glob",
-		"reading handlers/users.go",
-		"reading handlers/users_test.go",
-		"reading go.mod",
-		"using Grep",
-		"writing handlers/pagination.go",
-		"editing handlers/users.go",
-		"running go test ./handlers/...",
-		"running go vet ./... …",
-		"failed (error_max_turns) after 61.8s (3120 output tokens, $0.2291)",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("claude progress:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	for _, tc := range []struct {
+		tool, fixture string
+		want          []string
+	}{
+		{"devtools.cursor-agent", "cursor_success.ndjson", []string{
+			"started (model Claude 4.5 Sonnet)",
+			"using ls",
+			"reading site/index.html",
+			"reading site/style.css",
+			"using grep",
+			"reading site/index.html",
+			"writing site/technologies.html",
+			"editing site/index.html",
+			"editing site/about.html",
+			"running npm test",
+			"completed successfully in 13.4s (1028 output tokens)",
+		}},
+		{"devtools.claude-agent", "claude_error.ndjson", []string{
+			"started (model claude-sonnet-4-5-20250929)",
+			"using Glob",
+			"reading handlers/users.go",
+			"reading handlers/users_test.go",
+			"reading go.mod",
+			"using Grep",
+			"writing handlers/pagination.go",
+			"editing handlers/users.go",
+			"running go test ./handlers/...",
+			"running go vet ./... …",
+			"failed (error_max_turns) after 61.8s (3120 output tokens, $0.2291)",
+		}},
+	} {
+		var got []string
+		s := NewStream(tc.tool)
+		s.OnProgress(func(d string) { got = append(got, d) })
+		s.Write(readFixture(t, tc.fixture))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s progress:\n%s\nwant\n%s", tc.fixture, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
 	}
 }
 
@@ -434,7 +439,7 @@ func TestLimitListEntries(t *testing.T) {
 		ls = append(ls, started("readToolCall", fmt.Sprintf(`{"path":"f%d.go"}`, i)))
 		ls = append(ls, started("readToolCall", fmt.Sprintf(`{"path":"f%d.go"}`, i))) // duplicates are not counted
 	}
-	got, _ := Extract("x.cursor-agent", lines(append(ls, resultOK)...))
+	got, _ := extract("x.cursor-agent", lines(append(ls, resultOK)...))
 	line := strings.Split(got, "\n")[1]
 	if n := strings.Count(line, ", ") + 1; n != MaxListEntries {
 		t.Errorf("%d entries shown, want %d: %s", n, MaxListEntries, line)
@@ -449,7 +454,7 @@ func TestLimitListBytes(t *testing.T) {
 	for i := range 40 {
 		ls = append(ls, started("writeToolCall", fmt.Sprintf(`{"path":"%s/%d.txt"}`, strings.Repeat("d", 200), i)))
 	}
-	got, _ := Extract("x.cursor-agent", lines(ls...))
+	got, _ := extract("x.cursor-agent", lines(ls...))
 	line := strings.Split(got, "\n")[1]
 	if !strings.HasPrefix(line, "Files written: ") || len(line) > len("Files written: ")+MaxListBytes+32 {
 		t.Errorf("line of %d bytes, want at most %d: %.80s", len(line), MaxListBytes, line)
@@ -462,7 +467,7 @@ func TestLimitListBytes(t *testing.T) {
 
 func TestLimitEntryBytes(t *testing.T) {
 	long := strings.Repeat("ü", MaxEntryBytes) // 2 bytes each
-	got, _ := Extract("x.cursor-agent", lines(started("readToolCall", `{"path":"`+long+`"}`), started("shellToolCall", `{"command":"`+long+`"}`)))
+	got, _ := extract("x.cursor-agent", lines(started("readToolCall", `{"path":"`+long+`"}`), started("shellToolCall", `{"command":"`+long+`"}`)))
 	for _, l := range strings.Split(got, "\n")[1:3] {
 		entry := l[strings.Index(l, ": ")+2:]
 		if len(entry) > MaxEntryBytes || !strings.HasSuffix(entry, "…") || !utf8.ValidString(entry) {
@@ -473,7 +478,7 @@ func TestLimitEntryBytes(t *testing.T) {
 
 func TestLimitResultBytes(t *testing.T) {
 	text := strings.Repeat("ж", MaxResultBytes) // 2 bytes each: twice the limit
-	got, _ := Extract("x.cursor-agent", lines(`{"type":"result","subtype":"success","is_error":false,"result":"`+text+`"}`))
+	got, _ := extract("x.cursor-agent", lines(`{"type":"result","subtype":"success","is_error":false,"result":"`+text+`"}`))
 	res := got[strings.Index(got, "Result:\n")+len("Result:\n"):]
 	body, note, found := strings.Cut(res, "\n… [result truncated: ")
 	if !found || len(body) > MaxResultBytes || !utf8.ValidString(body) {
@@ -524,7 +529,7 @@ func TestLimitLineBytes(t *testing.T) {
 		{"huge then more", initCursor + "\n" + huge + "\n" + started("readToolCall", `{"path":"after"}`) + "\n", "Files read: after\nSkipped 1 line(s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			whole, _ := Extract("x.cursor-agent", []byte(tc.in))
+			whole, _ := extract("x.cursor-agent", []byte(tc.in))
 			if !strings.Contains(whole, tc.want) || strings.Contains(whole, "huge") {
 				t.Errorf("Extract:\n%.400s\nwant it to contain %q", whole, tc.want)
 			}
@@ -559,11 +564,11 @@ func TestSummaryBound(t *testing.T) {
 	}
 	ls = append(ls, `{"type":"error","message":"`+strings.Repeat("e", 10000)+`"}`)
 	ls = append(ls, `{"type":"result","subtype":"`+strings.Repeat("s", 1000)+`","is_error":true,"duration_ms":1e300,"total_cost_usd":1e300,"usage":{"output_tokens":1e300},"result":"`+strings.Repeat("r", 4*MaxResultBytes)+`"}`)
-	got, ok := Extract("x.cursor-agent", lines(ls...))
+	got, ok := extract("x.cursor-agent", lines(ls...))
 	if !ok || len(got) > MaxSummaryBytes {
 		t.Errorf("summary of %d bytes, bound %d", len(got), MaxSummaryBytes)
 	}
-	got2, _ := Extract("x.cursor-agent", lines(ls[:len(ls)-1]...)) // no result: the error line is shown
+	got2, _ := extract("x.cursor-agent", lines(ls[:len(ls)-1]...)) // no result: the error line is shown
 	if len(got2) > MaxSummaryBytes || !strings.Contains(got2, "Error: eee") {
 		t.Errorf("no-result summary of %d bytes, bound %d", len(got2), MaxSummaryBytes)
 	}
@@ -577,7 +582,7 @@ func TestDeepNesting(t *testing.T) {
 		`{"type":"result","subtype":"error","errors":[`+deep+`],"usage":`+deep+`}`,
 		`{"type":"tool_call","subtype":"started","tool_call":{"readToolCall":{"args":`+deep+`}}}`,
 		`{"type":"assistant","message":{"content":[`+strings.Repeat("[", 40000)+strings.Repeat("]", 40000)+`]}}`)
-	got, ok := Extract("x.cursor-agent", in)
+	got, ok := extract("x.cursor-agent", in)
 	if !ok || !strings.HasPrefix(got, "Cursor agent failed.") {
 		t.Errorf("got %v %q", ok, got)
 	}

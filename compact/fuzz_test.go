@@ -30,7 +30,7 @@ func FuzzExtract(f *testing.F) {
 	addSeeds(f, func(in []byte) { f.Add(in, uint16(len(in)/3)) })
 	f.Fuzz(func(t *testing.T, in []byte, split uint16) {
 		for _, tool := range []string{"devtools.cursor-agent", "devtools.claude-agent"} {
-			got, ok := Extract(tool, in)
+			got, ok := extract(tool, in)
 			if len(got) > MaxSummaryBytes {
 				t.Fatalf("summary of %d bytes > %d", len(got), MaxSummaryBytes)
 			}
@@ -90,7 +90,7 @@ func FuzzWalker(f *testing.F) {
 			return
 		}
 		if _, isString := m["type"].(string); isString {
-			if _, ok := Extract("x.cursor-agent", line); !ok {
+			if _, ok := extract("x.cursor-agent", line); !ok {
 				t.Fatalf("valid event %q not recognised", line)
 			}
 		}

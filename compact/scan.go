@@ -191,17 +191,9 @@ func walkObject(b []byte, i int, fn func(key []byte, vs int) (ve int, ok bool)) 
 		if !ok {
 			return ve, false
 		}
-		i = skipWS(b, ve)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return i + 1, true
-		default:
-			return i, false
+		var more bool
+		if i, more, ok = nextItem(b, ve, '}'); !more {
+			return i, ok
 		}
 	}
 }
@@ -224,19 +216,27 @@ func walkArray(b []byte, i int, fn func(vs int) (ve int, ok bool)) (int, bool) {
 		if !ok {
 			return ve, false
 		}
-		i = skipWS(b, ve)
-		if i >= len(b) {
-			return i, false
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case ']':
-			return i + 1, true
-		default:
-			return i, false
+		var more bool
+		if i, more, ok = nextItem(b, ve, ']'); !more {
+			return i, ok
 		}
 	}
+}
+
+// nextItem reads what follows a member or element that ends at ve in an
+// object or array closed by end: a ',' (more: i is the next one's start)
+// or end (i is just past it); anything else is malformed.
+func nextItem(b []byte, ve int, end byte) (i int, more, ok bool) {
+	i = skipWS(b, ve)
+	switch {
+	case i >= len(b):
+		return i, false, false
+	case b[i] == ',':
+		return skipWS(b, i+1), true, true
+	case b[i] == end:
+		return i + 1, false, true
+	}
+	return i, false, false
 }
 
 // stringValue consumes a string value at b[vs] and decodes it; ok is false

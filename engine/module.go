@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"slices"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/roster"
@@ -94,7 +93,7 @@ func (m *upstreams) Provision(ctx context.Context, env Env) (Contribution, error
 	if m.set, err = upstream.Start(ctx, env.World, upstream.Options{Pins: st, Logger: env.Logger}); err != nil {
 		return Contribution{}, err
 	}
-	return Contribution{Tools: m.set.Tools(), Unavailable: m.set.Unavailable(), Warnings: slices.Clone(m.set.Warnings())}, nil
+	return Contribution{Tools: m.set.Tools(), Unavailable: m.set.Unavailable(), Warnings: m.set.Warnings()}, nil
 }
 
 func (m *upstreams) Close() error {

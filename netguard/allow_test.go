@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 func TestParseRule(t *testing.T) {
@@ -40,7 +42,7 @@ func TestParseRule(t *testing.T) {
 	}
 }
 
-func allowGuard(t *testing.T, hosts Hosts, entries ...string) *Guard {
+func allowGuard(t *testing.T, hosts testenv.Hosts, entries ...string) *Guard {
 	t.Helper()
 	rules, err := ParseRules(entries)
 	if err != nil {
@@ -112,7 +114,7 @@ func TestAllowListDial(t *testing.T) {
 	defer other.Close()
 	port := srv.Listener.Addr().(*net.TCPAddr).Port
 	otherPort := other.Listener.Addr().(*net.TCPAddr).Port
-	hosts := Hosts{"rebind.example": {netip.MustParseAddr("127.0.0.1")}, "intra.example": {netip.MustParseAddr("127.0.0.1")}}
+	hosts := testenv.Hosts{"rebind.example": {netip.MustParseAddr("127.0.0.1")}, "intra.example": {netip.MustParseAddr("127.0.0.1")}}
 
 	get := func(g *Guard, host string, p int) error {
 		c := &http.Client{Transport: g.Transport()}

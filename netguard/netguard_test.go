@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 func TestParseHostAddr(t *testing.T) {
@@ -155,7 +157,7 @@ func TestCheckURL(t *testing.T) {
 }
 
 func TestResolveRefusesNamesResolvingInside(t *testing.T) {
-	hosts := Hosts{
+	hosts := testenv.Hosts{
 		"evil.test":   {netip.MustParseAddr("127.0.0.1")},
 		"mixed.test":  {netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("10.0.0.1")},
 		"meta.test":   {netip.MustParseAddr("169.254.169.254")},
@@ -191,11 +193,11 @@ func TestDialAgainstRealServer(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "inside") }))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	hosts := Hosts{"rebind.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}}
+	hosts := testenv.Hosts{"rebind.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")}}
 	spellings := []string{"127.0.0.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.1", "[::ffff:127.0.0.1]", "rebind.test"}
 
 	deny := New(Options{Resolver: hosts})
-	allow := New(Options{Resolver: Hosts{"rebind.test": {netip.MustParseAddr("127.0.0.1")}}, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	allow := New(Options{Resolver: testenv.Hosts{"rebind.test": {netip.MustParseAddr("127.0.0.1")}}, AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	for _, h := range spellings {
 		addr := net.JoinHostPort(strings.Trim(h, "[]"), port)
 		if c, err := deny.DialContext(context.Background(), "tcp", addr); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
@@ -153,14 +154,7 @@ func writeTestWorld(dir string) error {
 	for id, c := range agentConfigs {
 		files["archetype/"+id+"/config.md"] = c
 	}
-	for rel, content := range files {
-		p := filepath.Join(dir, rel)
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return testenv.WriteFiles(dir, files)
 }
 
 // openFixture opens the pipeline of the test world in dir (also used by the
@@ -452,7 +446,7 @@ func TestFileTrailMatchesStore(t *testing.T) {
 	if rep, err := trail.Check(context.Background(), f.st, dir); err != nil || rep.Behind != 0 {
 		t.Fatalf("check: %+v, %v", rep, err)
 	}
-	if err := audit.VerifyDir(dir); err != nil {
+	if _, err := audit.VerifyDir(dir, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.st.VerifyAudit(context.Background()); err != nil {

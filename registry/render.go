@@ -126,6 +126,11 @@ func (m *NameMap) API(name string) string {
 
 // Resolve maps a name a model used back to the real tool name. It accepts
 // the API name and the real name.
+//
+// It is exported for embedders that render tools with OpenAI or Anthropic
+// and run the model loop themselves: the map returned with the rendering
+// takes the model's calls back. Armory's own surfaces resolve through
+// Registry.Resolve, which also sees tools registered after the rendering.
 func (m *NameMap) Resolve(apiName string) (string, bool) {
 	if n, ok := m.fromAPI[apiName]; ok {
 		return n, true
@@ -156,16 +161,9 @@ type openAITool struct {
 
 // OpenAI renders specs as an OpenAI chat-completions "tools" array.
 func OpenAI(specs []armory.Spec) ([]byte, *NameMap, error) {
-	m, err := NewNameMap(specNames(specs))
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]openAITool, len(specs))
-	for i, s := range specs {
-		out[i] = openAITool{Type: "function", Function: openAIFunction{Name: m.API(s.Name), Description: s.Description, Parameters: WithJustification(schemaOrEmpty(s.InputSchema))}}
-	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	return b, m, err
+	return renderAPI(specs, func(name, desc string, params json.RawMessage) openAITool {
+		return openAITool{Type: "function", Function: openAIFunction{Name: name, Description: desc, Parameters: params}}
+	})
 }
 
 type anthropicTool struct {
@@ -176,13 +174,22 @@ type anthropicTool struct {
 
 // Anthropic renders specs as an Anthropic Messages API "tools" array.
 func Anthropic(specs []armory.Spec) ([]byte, *NameMap, error) {
+	return renderAPI(specs, func(name, desc string, schema json.RawMessage) anthropicTool {
+		return anthropicTool{Name: name, Description: desc, InputSchema: schema}
+	})
+}
+
+// renderAPI renders specs as a provider's tools array, one entry a spec
+// made by entry from the tool's API name (see NameMap), its description
+// and its input schema with the justification field.
+func renderAPI[T any](specs []armory.Spec, entry func(name, desc string, schema json.RawMessage) T) ([]byte, *NameMap, error) {
 	m, err := NewNameMap(specNames(specs))
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]anthropicTool, len(specs))
+	out := make([]T, len(specs))
 	for i, s := range specs {
-		out[i] = anthropicTool{Name: m.API(s.Name), Description: s.Description, InputSchema: WithJustification(schemaOrEmpty(s.InputSchema))}
+		out[i] = entry(m.API(s.Name), s.Description, WithJustification(schemaOrEmpty(s.InputSchema)))
 	}
 	b, err := json.MarshalIndent(out, "", "  ")
 	return b, m, err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -21,13 +22,11 @@ func (t extraTool) Manifest() armory.Manifest {
 func (t extraTool) Execute(context.Context, armory.Invocation) armory.Result { return armory.OK("") }
 
 func extraWorld(t *testing.T) string {
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	return testenv.WriteTree(t, t.TempDir(), map[string]string{
 		"world-config.yaml":     "name: x\nagents:\n  - id: a\n  - id: b\ntool_privileges:\n  files: [mcp.fs]\n  down: [mcp.gone]\n",
 		"archetype/a/config.md": "## Tool Access\nprivilege_groups: files\n",
 		"archetype/b/config.md": "## Tool Access\n",
 	})
-	return dir
 }
 
 func TestExtraToolsAndUnavailable(t *testing.T) {

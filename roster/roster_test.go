@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -132,29 +131,30 @@ func TestAccessSummary(t *testing.T) {
 	}
 }
 
-func write(t *testing.T, dir string, files map[string]string) {
+// openWorld writes files (path → content) into a new world folder and
+// opens it.
+func openWorld(t *testing.T, files map[string]string) (*Roster, error) {
 	t.Helper()
-	for p, c := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		os.MkdirAll(filepath.Dir(full), 0o755)
-		if err := os.WriteFile(full, []byte(c), 0o755); err != nil {
-			t.Fatal(err)
-		}
+	return Open(testenv.WriteTree(t, t.TempDir(), files), Options{})
+}
+
+// mustOpen is openWorld for a world that must open.
+func mustOpen(t *testing.T, files map[string]string) *Roster {
+	t.Helper()
+	h, err := openWorld(t, files)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return h
 }
 
 func TestLegacyWorld(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	h := mustOpen(t, map[string]string{
 		"world-config.yaml":     "name: old\nagents:\n  - {id: a}\n  - {id: b}\n  - {id: c}\n",
 		"archetype/a/config.md": "## Tools\n- workspace.read\n- workspace.list\n",
 		"archetype/b/config.md": "## Provider\nmodel: x\n",
 		"archetype/c/config.md": "## Tool Access\n",
 	})
-	h, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if got := names(h, "a"); !slices.Equal(got, []string{"workspace.list", "workspace.read"}) {
 		t.Errorf("legacy list: %v", got)
 	}
@@ -177,13 +177,11 @@ func TestLegacyWorld(t *testing.T) {
 }
 
 func TestDuplicateToolNamesListedAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	_, err := openWorld(t, map[string]string{
 		"world-config.yaml":              "name: d\nagents: [{id: a}]\ntoolboxes: [workspace]\n",
 		"archetype/a/config.md":          "## Tool Access\n",
 		"toolbox/workspace/toolbox.yaml": "name: workspace\ntools:\n  - {name: read, binary: cat, description: x}\n  - {name: write, binary: cat, description: x}\n  - {name: grep, binary: grep, description: x}\n",
 	})
-	_, err := Open(dir, Options{})
 	var ie *world.InvalidError
 	if !errors.As(err, &ie) {
 		t.Fatalf("want InvalidError, got %v", err)
@@ -199,15 +197,10 @@ func TestDuplicateToolNamesListedAtOnce(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	h := mustOpen(t, map[string]string{
 		"world-config.yaml":     "name: w\nagents: [{id: a}]\ntool_privileges:\n  ops: [workspace.write, tool.ghost]\ntoolkits:\n  k: {tools: [workspace.read, nope.tool]}\n",
 		"archetype/a/config.md": "## Tool Access\n- workspace.read\n- made.up\n## Toolkits\nzzz: true\n",
 	})
-	h, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var all []string
 	for _, d := range h.Warnings {
 		all = append(all, d.String())
@@ -227,15 +220,11 @@ func TestWarnings(t *testing.T) {
 }
 
 func TestToolkitMayShareAFamilyName(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	// "workspace" is a family, not a tool: allowed.
+	mustOpen(t, map[string]string{
 		"world-config.yaml":     "name: w\nagents: [{id: a}]\ntoolkits:\n  workspace: {tools: [workspace.read]}\n",
 		"archetype/a/config.md": "## Tool Access\n",
 	})
-	// "workspace" is a family, not a tool: allowed.
-	if _, err := Open(dir, Options{}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestUnmetRequirementDropsTool(t *testing.T) {

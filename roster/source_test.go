@@ -6,14 +6,14 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // A world whose every rule sits on a known line: each explanation and each
 // permission decision must name the file and line of the rule that decided.
 func sourceWorld(t *testing.T) *Roster {
 	t.Helper()
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	dir := testenv.WriteTree(t, t.TempDir(), map[string]string{
 		"world-config.yaml": `name: src
 agents:
   - {id: dev}
@@ -84,15 +84,10 @@ func TestExplainNamesRuleSources(t *testing.T) {
 }
 
 func TestExplainNamesLegacyToolsLine(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, map[string]string{
+	h := mustOpen(t, map[string]string{
 		"world-config.yaml":     "name: old\nagents:\n  - {id: a}\n",
 		"archetype/a/config.md": "# a\n\n## Tools\n- workspace.list\n- workspace.read\n",
 	})
-	h, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ex, _ := h.Explain("a", "workspace.read")
 	want := `legacy mode: listed in "## Tools" as "workspace.read" (archetype/a/config.md:5 "- workspace.read")`
 	if !ex.Visible || !strings.Contains(strings.Join(ex.Reasons, "\n"), want) {

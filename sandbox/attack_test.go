@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,7 +100,7 @@ func TestTimeoutKillsTree(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				m := marker()
+				m := testenv.Marker()
 				out := run(t, Confinement{Backend: b, Workspace: ws(t), Timeout: 300 * time.Millisecond}, nil,
 					"sh", "-c", fmt.Sprintf(c.script, m))
 				if !out.TimedOut || !out.Killed || out.KillReason != "timeout" || out.Signal != "SIGKILL" {
@@ -132,7 +131,7 @@ func TestExitKillsLeftovers(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				m := marker()
+				m := testenv.Marker()
 				out := run(t, Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute}, nil,
 					"sh", "-c", fmt.Sprintf(c.script, m))
 				if out.ExitCode != 0 || out.Killed || string(out.Stdout) != "done\n" {
@@ -155,7 +154,7 @@ func TestForkBomb(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
 		for _, bomb := range bombs {
 			t.Run(bomb, func(t *testing.T) {
-				m := "armory-forkbomb-" + marker()
+				m := "armory-forkbomb-" + testenv.Marker()
 				p := Confinement{Backend: b, Workspace: ws(t), Timeout: 20 * time.Second, Limits: Limits{Processes: limit}}
 				baseline := countProcs()
 				stop := sampleProcs()
@@ -301,8 +300,8 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		etc := "/etc/armory-sandbox-test-" + marker()
-		varTmp := "/var/tmp/armory-sandbox-test-" + marker()
+		etc := "/etc/armory-sandbox-test-" + testenv.Marker()
+		varTmp := "/var/tmp/armory-sandbox-test-" + testenv.Marker()
 		t.Cleanup(func() { os.Remove(etc); os.Remove(varTmp) })
 		cases := []struct {
 			name, path string
@@ -336,7 +335,7 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 			}
 		})
 		t.Run("private tmp", func(t *testing.T) {
-			name := "armory-sandbox-private-" + marker()
+			name := "armory-sandbox-private-" + testenv.Marker()
 			out := run(t, p, nil, "sh", "-c", `echo x > "$TMPDIR/$1" && cat "$TMPDIR/$1"`, "sh", name)
 			if string(out.Stdout) != "x\n" {
 				t.Fatalf("TMPDIR not writable: %+v %q", out, out.Stderr)
@@ -370,27 +369,7 @@ func TestWriteOutsideWorkspace(t *testing.T) {
 
 func TestNetwork(t *testing.T) {
 	testenv.LookPath(t, "bash", "apt-get install bash")
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hello\n"))
-			c.Close()
-		}
-	}()
-	defer wg.Wait()
-	defer ln.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := testenv.HelloServer(t).Port
 	script := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && head -n1 <&3`, port)
 	forEach(t, confining, func(t *testing.T, b Backend) {
 		if b == BackendLandlock && Detect().LandlockABI < 4 {
@@ -420,7 +399,7 @@ func TestNoCapabilities(t *testing.T) {
 // A process inside cannot see or signal processes outside.
 func TestCannotKillOutside(t *testing.T) {
 	forEach(t, confining, func(t *testing.T, b Backend) {
-		m := marker()
+		m := testenv.Marker()
 		victim := exec.Command("sleep", "1000", m)
 		if err := victim.Start(); err != nil {
 			t.Fatal(err)
@@ -430,7 +409,7 @@ func TestCannotKillOutside(t *testing.T) {
 		if out.ExitCode == 0 {
 			t.Errorf("kill of an outside pid succeeded: %+v", out)
 		}
-		if len(procsWith(m)) != 1 {
+		if len(testenv.PIDsWith(m, false)) != 1 {
 			t.Errorf("victim killed from inside the sandbox")
 		}
 	})

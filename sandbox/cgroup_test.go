@@ -103,7 +103,7 @@ func TestWatchdogFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := "armory-forkbomb-" + marker()
+		m := "armory-forkbomb-" + testenv.Marker()
 		argv := []string{"bash", "-c", "f(){ f | f & }; f; sleep 30", m}
 		var out Report
 		if b == BackendBwrap {
@@ -121,8 +121,8 @@ func TestWatchdogFallback(t *testing.T) {
 			// The bomb outgrew the watchdog on a loaded machine and took
 			// longer than the teardown bound to reap: Run said so. Its
 			// processes were all killed; wait (bounded) for the last ones.
-			t.Logf("namespace still dying when Run returned (%d processes): Lingering set", len(procsWith(m)))
-			for end := time.Now().Add(hangGuard); len(procsWith(m)) > 0 && time.Now().Before(end); {
+			t.Logf("namespace still dying when Run returned (%d processes): Lingering set", len(testenv.PIDsWith(m, false)))
+			for end := time.Now().Add(hangGuard); len(testenv.PIDsWith(m, false)) > 0 && time.Now().Before(end); {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}

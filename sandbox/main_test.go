@@ -1,10 +1,7 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -98,30 +95,6 @@ func runCtx(t *testing.T, ctx context.Context, p Confinement, progress ProgressF
 	}
 }
 
-// marker returns a unique, valid extra argument for GNU sleep ("0.000NNN"
-// seconds) that identifies processes of one test in /proc.
-func marker() string {
-	return fmt.Sprintf("0.000%09d", rand.IntN(1e9))
-}
-
-// procsWith lists the pids whose command line contains m (excluding this
-// test process).
-func procsWith(m string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(m)) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // zombieChildren lists this process's children that are zombies (not
 // reaped).
 func zombieChildren() []int {
@@ -144,7 +117,7 @@ func zombieChildren() []int {
 func checkClean(t *testing.T, m string) {
 	t.Helper()
 	if m != "" {
-		if pids := procsWith(m); len(pids) > 0 {
+		if pids := testenv.PIDsWith(m, false); len(pids) > 0 {
 			t.Errorf("processes with marker %s survived Run: %v", m, pids)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // withPool enables the warm pool for one test.
@@ -122,18 +124,9 @@ func TestPoolNothingCarriesOver(t *testing.T) {
 	if err != nil || n > 4 {
 		t.Fatalf("processes visible in the next sandbox: %q", b.Stdout)
 	}
-	if out, _ := os.ReadFile("/proc/" + strings.TrimSpace(readFile(t, filepath.Join(ws, "pid"))) + "/cmdline"); strings.Contains(string(out), "sleep") {
+	if out, _ := os.ReadFile("/proc/" + strings.TrimSpace(testenv.ReadFile(t, filepath.Join(ws, "pid"))) + "/cmdline"); strings.Contains(string(out), "sleep") {
 		t.Fatal("sleep escaped") // (the pid is namespace-local; this only guards an odd host collision)
 	}
-}
-
-func readFile(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // TestPoolWorkspaceReplaced: a warm sandbox binds the workspace it saw; if
@@ -157,7 +150,7 @@ func TestPoolWorkspaceReplaced(t *testing.T) {
 	if out.Warm || out.ExitCode != 0 {
 		t.Fatalf("a sandbox of the replaced workspace served the call: %+v", out)
 	}
-	if got := readFile(t, filepath.Join(ws, "note")); got != "new\n" {
+	if got := testenv.ReadFile(t, filepath.Join(ws, "note")); got != "new\n" {
 		t.Fatalf("write went elsewhere: %q", got)
 	}
 	if _, err := os.Stat(filepath.Join(ws+".old", "note")); err == nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 func TestRunBasics(t *testing.T) {
@@ -149,7 +151,7 @@ func TestExitStatusAndSignal(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	forEach(t, allBackends, func(t *testing.T, b Backend) {
-		m := marker()
+		m := testenv.Marker()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		progress := func(stream string, chunk []byte) {

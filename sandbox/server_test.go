@@ -2,33 +2,15 @@ package sandbox
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/armory-dev/armory/internal/testenv"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the stderr copier and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // shellServer runs each line it reads as a shell command and answers with
 // its output and "rc=N".
@@ -67,7 +49,7 @@ func TestStartServerConfinesAndTalks(t *testing.T) {
 	forEach(t, confining, func(t *testing.T, b Backend) {
 		ws := t.TempDir()
 		outside := t.TempDir()
-		stderr := &lockedBuffer{}
+		stderr := &testenv.LockedBuffer{}
 		s, err := StartServer(Confinement{Backend: b, Workspace: ws, Limits: Limits{Processes: 32}},
 			[]string{"sh", "-c", "echo started >&2; " + shellServer}, stderr)
 		if err != nil {
@@ -94,12 +76,12 @@ func TestStartServerConfinesAndTalks(t *testing.T) {
 			t.Errorf("CPU limit of a server: %q, want none by default", got)
 		}
 		// A background process started by the server dies with it.
-		marker := marker()
+		marker := testenv.Marker()
 		ask(t, s, out, "sleep 1000 "+marker+" >/dev/null 2>&1 &")
 		// The shell answers as soon as it has forked; the child carries the
 		// marker only once it has exec'd sleep, which a loaded machine may
 		// not have scheduled yet.
-		for deadline := time.Now().Add(hangGuard); len(procsWith(marker)) == 0; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(hangGuard); len(testenv.PIDsWith(marker, false)) == 0; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("background sleep not running")
 			}
@@ -113,7 +95,7 @@ func TestStartServerConfinesAndTalks(t *testing.T) {
 		default:
 			t.Fatal("Done not closed after Stop")
 		}
-		if left := procsWith(marker); len(left) > 0 {
+		if left := testenv.PIDsWith(marker, false); len(left) > 0 {
 			t.Fatalf("processes left after Stop: %v", left)
 		}
 		if !strings.Contains(stderr.String(), "started") {

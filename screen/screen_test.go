@@ -41,13 +41,9 @@ func TestCatastrophicBlocked(t *testing.T) {
 		t.Fatalf("catastrophic.txt has %d commands, want at least 100", len(cmds))
 	}
 	for _, c := range cmds {
-		r := Check(c)
-		if r.Verdict != Block {
-			t.Errorf("Check(%q) = %v %q, want block", c, r.Verdict, r.Reasons)
+		r, ok := wantVerdict(t, c, Block)
+		if !ok {
 			continue
-		}
-		if len(r.Reasons) == 0 {
-			t.Errorf("Check(%q): block without a reason", c)
 		}
 		if want := "Blocked catastrophic command: " + c; r.Message(c) != want {
 			t.Errorf("Message = %q, want %q", r.Message(c), want)
@@ -79,15 +75,23 @@ func TestKnownSafeAllowed(t *testing.T) {
 
 func TestDynamicAndUnknownConfirm(t *testing.T) {
 	for _, c := range loadCommands(t, "confirm.txt") {
-		r := Check(c)
-		if r.Verdict != Confirm {
-			t.Errorf("Check(%q) = %v %q, want confirm", c, r.Verdict, r.Reasons)
-			continue
-		}
-		if len(r.Reasons) == 0 {
-			t.Errorf("Check(%q): confirm without a reason", c)
-		}
+		wantVerdict(t, c, Confirm)
 	}
+}
+
+// wantVerdict checks that Check(c) gives want with at least one reason; ok
+// is false when the verdict differs.
+func wantVerdict(t *testing.T, c string, want Verdict) (r Report, ok bool) {
+	t.Helper()
+	r = Check(c)
+	if r.Verdict != want {
+		t.Errorf("Check(%q) = %v %q, want %v", c, r.Verdict, r.Reasons, want)
+		return r, false
+	}
+	if len(r.Reasons) == 0 {
+		t.Errorf("Check(%q): %v without a reason", c, want)
+	}
+	return r, true
 }
 
 func TestCommandsResolved(t *testing.T) {

@@ -18,27 +18,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/store"
 )
-
-// lockedBuffer is a log destination safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // tokenID makes an agent token and returns its secret and id.
 func (e *env) tokenID(agent string) (string, string) {
@@ -136,7 +119,7 @@ func (w watchHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 // as a probe naming the prober, and the session id is written neither to
 // the audit trail nor to the log.
 func TestMCPSessionBoundToOwner(t *testing.T) {
-	logs := &lockedBuffer{}
+	logs := &testenv.LockedBuffer{}
 	e := start(t, server.Options{Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := ctx30(t)
 	owner := e.token("architect")

@@ -76,7 +76,7 @@ type AuditLog interface {
 	// AuditHead returns the head of the trail (last Seq and Hash), kept in
 	// the database alongside the records.
 	AuditHead(ctx context.Context) (audit.Head, error)
-	// VerifyAudit verifies the whole trail (audit.Verify) against the
+	// VerifyAudit verifies the whole trail (audit.Verifier) against the
 	// stored head, from one consistent snapshot. It returns nil or a
 	// *audit.ChainError naming the first broken seq, or a database error.
 	VerifyAudit(ctx context.Context) error

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -246,22 +245,7 @@ func TestExecuteMissingBinary(t *testing.T) {
 // not its own toolbox folder, not the host, and reaches the network only
 // when the agent's sandbox policy grants it.
 func TestExecuteConfined(t *testing.T) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hello\n"))
-			c.Close()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := testenv.HelloServer(t).Port
 	testenv.LookPath(t, "bash", "apt-get install bash")
 	for _, b := range []sandbox.Backend{sandbox.BackendBwrap, sandbox.BackendLandlock} {
 		t.Run(string(b), func(t *testing.T) {

@@ -181,31 +181,13 @@ func TestRealUpstreamsThroughThePipeline(t *testing.T) {
 		t.Fatalf("list_directory: %+v", o)
 	}
 	// The manifest default: confirm, approved by a human from elsewhere.
-	go func() {
-		for i := 0; i < 600; i++ {
-			aps, _ := st.ListApprovals(ctx, store.ApprovalFilter{Status: store.StatusPending, Agent: "alice"})
-			for _, a := range aps {
-				st.DecideApproval(ctx, a.ID, store.StatusApproved, "human", "ok")
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	approveNext(st, "alice")
 	o = exec1("alice", "mcp.fs.read_text_file", `{"path":"`+filepath.Join(files, "hello.txt")+`"}`, 30*time.Second)
 	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, "hello from the filesystem server") || o.DecidedBy != "human" {
 		t.Fatalf("read_text_file after approval: %+v", o)
 	}
 	// The upstream's own confinement error is a tool error.
-	go func() {
-		for i := 0; i < 600; i++ {
-			aps, _ := st.ListApprovals(ctx, store.ApprovalFilter{Status: store.StatusPending, Agent: "alice"})
-			for _, a := range aps {
-				st.DecideApproval(ctx, a.ID, store.StatusApproved, "human", "ok")
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
+	approveNext(st, "alice")
 	o = exec1("alice", "mcp.fs.read_text_file", `{"path":"/etc/passwd"}`, 30*time.Second)
 	if o.Status != audit.StatusError || strings.Contains(o.Result, "root:") {
 		t.Fatalf("read outside the allowed folder: %+v", o)
@@ -299,4 +281,20 @@ func TestRealUpstreamsSandboxed(t *testing.T) {
 	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, "boxed") {
 		t.Fatalf("everything.echo: %+v", o)
 	}
+}
+
+// approveNext approves, as a human from elsewhere, the next approval of
+// agent that turns up pending, looking for up to 12 s.
+func approveNext(st store.Store, agent string) {
+	go func() {
+		ctx := context.Background()
+		for range 600 {
+			aps, _ := st.ListApprovals(ctx, store.ApprovalFilter{Status: store.StatusPending, Agent: agent})
+			for _, a := range aps {
+				st.DecideApproval(ctx, a.ID, store.StatusApproved, "human", "ok")
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 }

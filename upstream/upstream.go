@@ -43,7 +43,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -182,51 +181,18 @@ func Start(ctx context.Context, w *world.World, opts Options) (*Set, error) {
 	return s, nil
 }
 
-// Tools returns the tools whose definitions match their pins, sorted by name.
-func (s *Set) Tools() []armory.Tool { return slices.Clone(s.tools) }
-
-// Unavailable returns, per tool name or family (mcp.<server>), why
-// declared upstream tools are not usable: a server that failed to start, a
-// definition withheld until a human accepts it.
-func (s *Set) Unavailable() map[string]string { return maps.Clone(s.unavailable) }
-
 // Warnings returns what the start found worth telling (tools refused for
 // their names or sizes, servers that failed), located at the server's line.
 func (s *Set) Warnings() world.Diagnostics { return slices.Clone(s.warnings) }
 
-// HostOptions returns o with the set's tools and unavailable reasons added,
-// for roster.Open.
-func (s *Set) HostOptions(o roster.Options) roster.Options {
-	o.Extra = append(slices.Clone(o.Extra), s.tools...)
-	if len(s.unavailable) > 0 {
-		u := maps.Clone(o.Unavailable)
-		if u == nil {
-			u = map[string]string{}
-		}
-		maps.Copy(u, s.unavailable)
-		o.Unavailable = u
-	}
-	return o
-}
+// Tools returns the tools of the servers that started, sorted by name:
+// what the engine adds to the roster's catalog.
+func (s *Set) Tools() []armory.Tool { return slices.Clone(s.tools) }
 
-// Status is the state of one upstream server.
-type Status struct {
-	Name     string `json:"name"`
-	State    string `json:"state"` // "up", "restarting", "failed", "closed"
-	Restarts int    `json:"restarts"`
-	PID      int    `json:"pid,omitempty"` // of a running stdio server
-	Error    string `json:"error,omitempty"`
-	Stderr   string `json:"stderr,omitempty"` // the last bytes of a stdio server's stderr
-}
-
-// Status returns the state of every server, in world order.
-func (s *Set) Status() []Status {
-	out := make([]Status, len(s.servers))
-	for i, srv := range s.servers {
-		out[i] = srv.status()
-	}
-	return out
-}
+// Unavailable returns, per server ("mcp.fs") or tool name, why tools the
+// world declares are not in the catalog (a server that failed to start, a
+// definition withheld until a human accepts it).
+func (s *Set) Unavailable() map[string]string { return maps.Clone(s.unavailable) }
 
 // Close stops every server: it closes each session, waits up to
 // Options.TerminateWait for stdio servers to exit, then kills each one's
@@ -671,16 +637,6 @@ func (s *server) close() {
 	s.mu.Unlock()
 	s.stop(sess, c)
 	s.wg.Wait()
-}
-
-func (s *server) status() Status {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := Status{Name: s.cfg.Name, State: s.state, Restarts: s.restarts, PID: s.child.pid, Error: s.lastErr}
-	if s.stdio() {
-		st.Stderr = s.stderr.String()
-	}
-	return st
 }
 
 // headerTransport adds the configured headers to every request.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -41,17 +41,8 @@ func worldDir(t testing.TB, servers string, files map[string]string) string {
 		"archetype/alice/config.md": "## Tool Access\n",
 		"archetype/bob/config.md":   "## Tool Access\n",
 	}
-	for k, v := range files {
-		all[k] = v
-	}
-	for p, c := range all {
-		full := filepath.Join(dir, p)
-		os.MkdirAll(filepath.Dir(full), 0o755)
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	maps.Copy(all, files)
+	return testenv.WriteTree(t, dir, all)
 }
 
 // selfServer is the mcp_servers entry of the test binary as an upstream.
@@ -91,7 +82,7 @@ func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*up
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { set.Close() })
-	h, err := roster.Open(dir, set.HostOptions(roster.Options{}))
+	h, err := roster.Open(dir, roster.Options{Extra: set.Tools(), Unavailable: set.Unavailable()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -514,20 +505,7 @@ func TestSandboxedStdioServer(t *testing.T) {
 	}
 	self, _ := os.Executable()
 	shared := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	peer := testenv.HelloServer(t).String()
 	// A directory outside /tmp (where a bwrap sandbox has a tmpfs of its own).
 	outside, err := os.MkdirTemp("/var/tmp", "armory-upstream-test-")
 	if err != nil {
@@ -554,9 +532,9 @@ func TestSandboxedStdioServer(t *testing.T) {
 		// tmpfs: its write lands there; the real file is checked below.)
 		{"boxed", "write", `{"path":"` + filepath.Join(dir, "world-config.yaml") + `"}`, ""},
 		{"boxed", "write", `{"path":"` + filepath.Join(outside, "x") + `"}`, "error:"},
-		{"boxed", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "error:"},
-		{"netted", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "connected"},
-		{"free", "dial", `{"addr":"` + ln.Addr().String() + `"}`, "connected"},
+		{"boxed", "dial", `{"addr":"` + peer + `"}`, "error:"},
+		{"netted", "dial", `{"addr":"` + peer + `"}`, "connected"},
+		{"free", "dial", `{"addr":"` + peer + `"}`, "connected"},
 		{"free", "write", `{"path":"` + filepath.Join(outside, "free") + `"}`, "written"},
 	} {
 		r := call(t, tool(t, set, "mcp."+tc.server+"."+tc.tool), tc.args)

@@ -135,24 +135,9 @@ func (w *World) parsePatterns(r nodeReader, n *yamlNode) {
 				s, _ := r.str(f.v, what)
 				p.Kind = PatternKind(s)
 			case "capabilities":
-				items, _ := r.strList(f.v, what)
-				for _, it := range items {
-					c, err := armory.ParseCapability(it.Value)
-					if err != nil {
-						r.ds.Errorf(r.file, it.Line, "%s: %v", what, err)
-						bad = true
-						continue
-					}
-					p.Capabilities = append(p.Capabilities, c)
-				}
+				p.Capabilities = append(p.Capabilities, parsedList(r, f.v, what, armory.ParseCapability, &bad)...)
 			case "danger_at_least":
-				if s, ok := r.str(f.v, what); ok {
-					d, err := armory.ParseDanger(s)
-					if err != nil {
-						r.ds.Errorf(r.file, f.v.Line, "%s: %v", what, err)
-						bad = true
-						continue
-					}
+				if d, ok := parsed(r, f.v, what, armory.ParseDanger, &bad); ok {
 					p.DangerAtLeast = &d
 				}
 			case "triggers":

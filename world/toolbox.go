@@ -282,38 +282,17 @@ func parseToolboxTool(r nodeReader, tb *Toolbox, n *yamlNode) *ToolboxTool {
 		case "args":
 			t.Args = parseArgs(r, p.v, t.Name, &bad)
 		case "danger":
-			if s, ok := r.str(p.v, what); ok {
-				d, err := armory.ParseDanger(s)
-				if err != nil {
-					fail(p.v.Line, "%s: %v", what, err)
-				}
+			if d, ok := parsed(r, p.v, what, armory.ParseDanger, &bad); ok {
 				t.Manifest.Danger = d
 			}
 		case "capabilities":
-			items, _ := r.strList(p.v, what)
-			t.Manifest.Capabilities = nil
-			for _, it := range items {
-				c, err := armory.ParseCapability(it.Value)
-				if err != nil {
-					fail(it.Line, "%s: %v", what, err)
-					continue
-				}
-				t.Manifest.Capabilities = append(t.Manifest.Capabilities, c)
-			}
+			t.Manifest.Capabilities = parsedList(r, p.v, what, armory.ParseCapability, &bad)
 		case "permission":
-			if s, ok := r.str(p.v, what); ok {
-				pm, err := armory.ParsePermission(s)
-				if err != nil {
-					fail(p.v.Line, "%s: %v", what, err)
-				}
+			if pm, ok := parsed(r, p.v, what, armory.ParsePermission, &bad); ok {
 				t.Manifest.Permission = pm
 			}
 		case "category":
-			if s, ok := r.str(p.v, what); ok {
-				c, err := armory.ParseCategory(s)
-				if err != nil {
-					fail(p.v.Line, "%s: %v", what, err)
-				}
+			if c, ok := parsed(r, p.v, what, armory.ParseCategory, &bad); ok {
 				t.Manifest.Category = c
 			}
 		case "timeout":

@@ -10,22 +10,13 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // writeWorld writes files (path → content) into a new folder.
 func writeWorld(t testing.TB, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
+	return testenv.WriteTree(t, t.TempDir(), files)
 }
 
 const goodConfig = `name: demo

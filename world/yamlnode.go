@@ -173,6 +173,41 @@ func (r nodeReader) duration(n *yaml.Node, what string, max time.Duration) (time
 	return 0, false
 }
 
+// parsed reads a string value and parses it with parse (armory.ParseDanger
+// and the like). A value that does not parse is reported at its line and
+// sets *bad; ok is false then and when the value is not a string.
+func parsed[T any](r nodeReader, n *yaml.Node, what string, parse func(string) (T, error), bad *bool) (v T, ok bool) {
+	s, ok := r.str(n, what)
+	if !ok {
+		return v, false
+	}
+	v, err := parse(s)
+	if err != nil {
+		r.ds.Errorf(r.file, n.Line, "%s: %v", what, err)
+		*bad = true
+		return v, false
+	}
+	return v, true
+}
+
+// parsedList reads a list of strings (see strList) and parses each entry
+// with parse; an entry that does not parse is reported at its line, sets
+// *bad and is left out.
+func parsedList[T any](r nodeReader, n *yaml.Node, what string, parse func(string) (T, error), bad *bool) []T {
+	items, _ := r.strList(n, what)
+	var out []T
+	for _, it := range items {
+		v, err := parse(it.Value)
+		if err != nil {
+			r.ds.Errorf(r.file, it.Line, "%s: %v", what, err)
+			*bad = true
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // strList accepts a list of strings, or a single string as a list of one.
 func (r nodeReader) strList(n *yaml.Node, what string) ([]Item, bool) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {

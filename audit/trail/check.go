@@ -2,7 +2,6 @@ package trail
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/armory-dev/armory/audit"
@@ -21,8 +20,7 @@ type Report struct {
 }
 
 // Check verifies the folder dir as a copy of st's trail: the files form
-// one chain from seq 1 that agrees with their recorded head (audit.VerifyDir's
-// checks), and every record in them is the store's record with the same
+// one chain from seq 1 that agrees with their recorded head (audit.VerifyDir), and every record in them is the store's record with the same
 // Seq (same Hash, so the same content). It returns a *audit.ChainError
 // naming the first record that is missing, edited, not in the store or
 // different from it, or another error when a trail cannot be read; a file
@@ -31,11 +29,6 @@ type Report struct {
 // while a Follower writes the folder.
 func Check(ctx context.Context, st Store, dir string) (Report, error) {
 	var rep Report
-	head, err := audit.ReadHead(dir)
-	if err != nil {
-		return rep, err
-	}
-	v := audit.NewVerifier(head)
 	page := make([]*audit.Record, 0, 1000)
 	flush := func() error {
 		if len(page) == 0 {
@@ -56,31 +49,20 @@ func Check(ctx context.Context, st Store, dir string) (Report, error) {
 		page = page[:0]
 		return nil
 	}
-	for rec, err := range audit.ReadDir(dir, MaxLine) {
-		if err != nil {
-			var re *audit.ReadError
-			if errors.As(err, &re) {
-				return rep, v.Fail(fmt.Sprintf("unreadable record (%s line %d: %v)", re.File, re.Line, re.Err))
-			}
-			return rep, err
-		}
-		if err := v.Add(rec); err != nil {
-			return rep, err
-		}
+	head, err := audit.VerifyDir(dir, MaxLine, func(rec *audit.Record) error {
 		page = append(page, rec)
 		if len(page) == cap(page) {
-			if err := flush(); err != nil {
-				return rep, err
-			}
+			return flush()
 		}
-	}
-	if err := v.End(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return rep, err
 	}
 	if err := flush(); err != nil {
 		return rep, err
 	}
-	rep.Files = v.Head().Seq
+	rep.Files = head.Seq
 	sh, err := st.AuditHead(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("trail: read the store: %w", err)

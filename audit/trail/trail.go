@@ -246,6 +246,11 @@ func (f *Follower) Status() Status {
 
 // WaitWritten waits until the files hold every record up to seq or ctx
 // ends; it returns ctx.Err() then. (Only a writing Follower gets there.)
+//
+// It is exported for whoever hands the folder on once it holds a given
+// record (a backup or an export after a call, a check across processes
+// such as the server's replica tests) without polling Status; the copy
+// itself never waits on it.
 func (f *Follower) WaitWritten(ctx context.Context, seq int64) error {
 	stop := context.AfterFunc(ctx, func() {
 		f.mu.Lock()

@@ -52,7 +52,7 @@ func check(t *testing.T, st store.Store, dir string) trail.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := audit.VerifyDir(dir); err != nil {
+	if _, err := audit.VerifyDir(dir, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	return rep
@@ -206,8 +206,8 @@ func TestFollowerRefusesForeignFolder(t *testing.T) {
 	if st2.Writer || !strings.Contains(st2.Err, "not a copy of this store") {
 		t.Fatalf("status %+v", st2)
 	}
-	if h, _ := audit.ReadHead(dir); h.Seq != 3 {
-		t.Fatalf("the foreign folder was changed: head %+v", h)
+	if h, err := audit.VerifyDir(dir, 0, nil); err != nil || h.Seq != 3 {
+		t.Fatalf("the foreign folder was changed: head %+v, %v", h, err)
 	}
 	_, err = trail.Check(context.Background(), st, dir)
 	var ce *audit.ChainError
@@ -265,7 +265,7 @@ func TestCheck(t *testing.T) {
 	if err := writeHead(dir, audit.Head{Seq: 20, Hash: rec.Hash}); err != nil {
 		t.Fatal(err)
 	}
-	if err := audit.VerifyDir(dir); err != nil {
+	if _, err := audit.VerifyDir(dir, 0, nil); err != nil {
 		t.Fatalf("the forged file should verify on its own: %v", err)
 	}
 	_, err = trail.Check(context.Background(), st, dir)

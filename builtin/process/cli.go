@@ -62,15 +62,8 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = DefaultMaxTimeout
-	}
-	if o.MaxTimeout < o.Timeout {
-		o.MaxTimeout = o.Timeout
-	}
+	t := o.timeouts().WithDefaults(DefaultTimeout, DefaultMaxTimeout)
+	o.Timeout, o.MaxTimeout = t.Default, t.Max
 	if o.MaxOutput <= 0 {
 		o.MaxOutput = MaxOutput
 	}
@@ -83,10 +76,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// callTimeout turns a call's timeout_secs into its time limit: the default
-// for 0, capped at MaxTimeout.
-func (o Options) callTimeout(secs float64) time.Duration {
-	return args.Timeout(secs, o.Timeout, o.MaxTimeout)
+func (o Options) timeouts() args.Timeouts {
+	return args.Timeouts{Default: o.Timeout, Max: o.MaxTimeout}
 }
 
 // sandboxRequirement is the requirement of every process tool: a working
@@ -144,7 +135,7 @@ func (t *CLI) Spec() armory.Spec {
 			"the whole process tree is killed at the limit.", t.opts.Shell, t.opts.MaxOutput>>10, t.opts.Timeout, t.opts.MaxTimeout),
 		InputSchema: args.Schema([]string{"command"},
 			fmt.Sprintf(`"command":{"type":"string","maxLength":%d,"description":"Shell command line, for example \"ls -la && git status\""},`, CLIMaxCommand)+
-				cwdProp+","+timeoutProp(t.opts)),
+				cwdProp+","+t.opts.timeouts().Prop("Time limit in seconds")),
 		OutputSchema: processOutputSchema,
 	}
 }
@@ -164,11 +155,6 @@ func processManifest(extra ...armory.Requirement) armory.Manifest {
 }
 
 const cwdProp = `"cwd":{"type":"string","description":"Working directory relative to your workspace (default: the workspace itself); it must exist and stay inside the workspace"}`
-
-func timeoutProp(o Options) string {
-	return fmt.Sprintf(`"timeout_secs":{"type":"number","minimum":0,"maximum":%d,"description":"Time limit in seconds (default %d, at most %d)"}`,
-		int(o.MaxTimeout/time.Second), int(o.Timeout/time.Second), int(o.MaxTimeout/time.Second))
-}
 
 // Execute runs the command. Failures: KindInvalid (bad arguments, an empty
 // or oversized command, a cwd outside the workspace), KindNotFound (cwd
@@ -194,10 +180,8 @@ func (t *CLI) Execute(ctx context.Context, inv armory.Invocation) armory.Result 
 		return armory.Failf(armory.KindInvalid, "command is %d bytes; the limit is %d: write a script to a workspace file and run that", len(a.Command), CLIMaxCommand)
 	case strings.IndexByte(a.Command, 0) >= 0:
 		return armory.Failf(armory.KindInvalid, "command contains a NUL byte")
-	case a.TimeoutSecs < 0:
-		return armory.Failf(armory.KindInvalid, "timeout_secs must be 0 or more")
 	}
-	p, err := processPolicy(op, inv, a.Cwd, t.opts, t.opts.callTimeout(a.TimeoutSecs))
+	p, err := processPolicy(op, inv, a.Cwd, t.opts, a.TimeoutSecs)
 	if err != nil {
 		return armory.FailErr(err)
 	}
@@ -207,7 +191,11 @@ func (t *CLI) Execute(ctx context.Context, inv armory.Invocation) armory.Result 
 // processPolicy builds the sandbox policy of one call: the agent's
 // workspace (created if missing) and sandbox settings, cwd checked to stay
 // inside the workspace.
-func processPolicy(op string, inv armory.Invocation, cwd string, o Options, timeout time.Duration) (sandbox.Confinement, error) {
+func processPolicy(op string, inv armory.Invocation, cwd string, o Options, timeoutSecs float64) (sandbox.Confinement, error) {
+	timeout, err := o.timeouts().Call(op, timeoutSecs)
+	if err != nil {
+		return sandbox.Confinement{}, err
+	}
 	if inv.Agent == nil || inv.Agent.Workspace == "" {
 		return sandbox.Confinement{}, armory.E(op, armory.KindUnavailable, "this agent has no workspace to run commands in")
 	}
@@ -281,26 +269,28 @@ func runProcess(ctx context.Context, op string, inv armory.Invocation, p sandbox
 	out, err := sandbox.Run(ctx, p, argv, progress)
 	flush()
 	if err != nil {
-		return armory.FailErr(runError(op, argv[0], err))
+		return runFailure(op, argv[0], err)
 	}
 	return processResult(out, p.MaxOutput)
 }
 
-// runError classifies an error of sandbox.Run (nothing ran).
-func runError(op, argv0 string, err error) error {
+// runFailure is the result of a call whose sandbox.Run failed (nothing
+// ran). A cancel is KindOther, as for a command canceled while it runs
+// (armory.E cannot carry KindOther: KindOf reads it as unset).
+func runFailure(op, argv0 string, err error) armory.Result {
 	switch {
 	case errors.Is(err, sandbox.ErrUnavailable):
-		return armory.E(op, armory.KindUnavailable, "no working process sandbox on this machine (an administrator can install bubblewrap or enable Landlock)", err)
+		return armory.FailErr(armory.E(op, armory.KindUnavailable, "no working process sandbox on this machine (an administrator can install bubblewrap or enable Landlock)", err))
 	case errors.Is(err, exec.ErrNotFound):
-		return armory.E(op, armory.KindUnavailable, fmt.Sprintf("%s is not installed on this machine", argv0))
+		return armory.Failf(armory.KindUnavailable, "%s is not installed on this machine", argv0)
 	case errors.Is(err, sandbox.ErrPolicy):
-		return armory.E(op, armory.KindInvalid, "cannot run here", err)
+		return armory.FailErr(armory.E(op, armory.KindInvalid, "cannot run here", err))
 	case errors.Is(err, context.DeadlineExceeded):
-		return armory.E(op, armory.KindTimeout, "the call's time ran out before the command started")
+		return armory.Failf(armory.KindTimeout, "the call's time ran out before the command started")
 	case errors.Is(err, context.Canceled):
-		return armory.E(op, armory.KindOther, "the call was canceled before the command started")
+		return armory.Failf(armory.KindOther, "the call was canceled before the command started")
 	}
-	return armory.E(op, armory.KindInternal, "could not start the sandbox", err)
+	return armory.FailErr(armory.E(op, armory.KindInternal, "could not start the sandbox", err))
 }
 
 // processResult renders an outcome for the model: stdout, then a

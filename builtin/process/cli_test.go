@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -103,32 +100,6 @@ func value(t *testing.T, res armory.Result) Value {
 		t.Fatalf("Value is %T, want Value: %+v", res.Value, res)
 	}
 	return v
-}
-
-// sleepMarker is a unique extra argument for GNU sleep ("0.000NNN"
-// seconds) that marks the processes of one test in /proc.
-func sleepMarker() string { return fmt.Sprintf("0.000%09d", rand.IntN(1e9)) }
-
-// liveWith lists live (non-zombie) processes whose command line holds m.
-func liveWith(m string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(b), m) {
-			continue
-		}
-		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if i := strings.LastIndexByte(string(st), ')'); i > 0 && strings.HasPrefix(string(st[i+1:]), " Z") {
-			continue
-		}
-		out = append(out, pid)
-	}
-	return out
 }
 
 func TestCLISpecAndManifest(t *testing.T) {
@@ -304,6 +275,16 @@ func TestCLITimeouts(t *testing.T) {
 			t.Fatalf("result %+v", res)
 		}
 	})
+	// Canceled before the command started: a cancel, as once it runs, not
+	// an internal failure.
+	t.Run("canceled before start", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		res, _ := callCtx(t, ctx, NewCLI(Options{}), procAgent(t, ""), map[string]any{"command": "echo ran"})
+		if res.Success || res.Kind != armory.KindOther || !strings.Contains(res.Text, "canceled before the command started") {
+			t.Fatalf("result %+v", res)
+		}
+	})
 }
 
 // Attacks on the bounds, through the tool.
@@ -434,12 +415,12 @@ func TestCLIEscapes(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				m := sleepMarker()
+				m := testenv.Marker()
 				res, _ := call(t, NewCLI(Options{}), procAgent(t, b), map[string]any{"command": fmt.Sprintf(c.script, m), "timeout_secs": c.timeout})
 				if !strings.HasPrefix(res.Text, "done\n") || (c.timeout > 1) != res.Success {
 					t.Errorf("result %+v", res)
 				}
-				if pids := liveWith(m); len(pids) > 0 {
+				if pids := testenv.PIDsWith(m, true); len(pids) > 0 {
 					t.Errorf("escaped processes survived the call: %v", pids)
 				}
 			})
@@ -451,9 +432,9 @@ func TestCLIWriteOutsideWorkspace(t *testing.T) {
 	forBackends(t, confiningBackends, func(t *testing.T, b sandbox.Backend) {
 		agent := procAgent(t, b)
 		parent := filepath.Dir(agent.Workspace)
-		etc := "/etc/armory-cli-test-" + sleepMarker()
+		etc := "/etc/armory-cli-test-" + testenv.Marker()
 		t.Cleanup(func() { os.Remove(etc) })
-		for _, target := range []string{etc, filepath.Join(parent, "escape"), "/var/tmp/armory-cli-test-" + sleepMarker(), "/usr/bin/armory-cli-test"} {
+		for _, target := range []string{etc, filepath.Join(parent, "escape"), "/var/tmp/armory-cli-test-" + testenv.Marker(), "/usr/bin/armory-cli-test"} {
 			t.Cleanup(func() { os.Remove(target) })
 			res, _ := call(t, NewCLI(Options{}), agent, map[string]any{"command": fmt.Sprintf(`echo x > %q`, target)})
 			// Under bwrap /tmp is a private tmpfs: a write there may succeed
@@ -472,26 +453,7 @@ func TestCLIWriteOutsideWorkspace(t *testing.T) {
 
 func TestCLINetwork(t *testing.T) {
 	testenv.LookPath(t, "bash", "apt-get install bash")
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hello\n"))
-			c.Close()
-		}
-	}()
-	defer wg.Wait()
-	defer ln.Close()
-	cmd := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && head -n1 <&3`, ln.Addr().(*net.TCPAddr).Port)
+	cmd := fmt.Sprintf(`exec 3<>/dev/tcp/127.0.0.1/%d && head -n1 <&3`, testenv.HelloServer(t).Port)
 	cli := NewCLI(Options{Shell: "bash"})
 	forBackends(t, confiningBackends, func(t *testing.T, b sandbox.Backend) {
 		if b == sandbox.BackendLandlock && sandbox.Detect().LandlockABI < 4 {

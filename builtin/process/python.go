@@ -45,7 +45,7 @@ func (t *Python) Spec() armory.Spec {
 		InputSchema: args.Schema([]string{"code"},
 			fmt.Sprintf(`"code":{"type":"string","maxLength":%d,"description":"Python 3 source to run as a script"},`, PythonMaxCode)+
 				`"args":{"type":"array","items":{"type":"string"},"description":"Command-line arguments: sys.argv[1:]"},`+
-				cwdProp+","+timeoutProp(t.opts)),
+				cwdProp+","+t.opts.timeouts().Prop("Time limit in seconds")),
 		OutputSchema: processOutputSchema,
 	}
 }
@@ -83,10 +83,8 @@ func (t *Python) Execute(ctx context.Context, inv armory.Invocation) armory.Resu
 		return armory.Failf(armory.KindInvalid, "code is %d bytes; the limit is %d: write the program to a workspace file and run it with tool.cli", len(a.Code), PythonMaxCode)
 	case argBytes > PythonMaxArgs:
 		return armory.Failf(armory.KindInvalid, "args are %d bytes in all; the limit is %d", argBytes, PythonMaxArgs)
-	case a.TimeoutSecs < 0:
-		return armory.Failf(armory.KindInvalid, "timeout_secs must be 0 or more")
 	}
-	p, err := processPolicy(op, inv, a.Cwd, t.opts, t.opts.callTimeout(a.TimeoutSecs))
+	p, err := processPolicy(op, inv, a.Cwd, t.opts, a.TimeoutSecs)
 	if err != nil {
 		return armory.FailErr(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/dirsnap"
 	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/sandbox"
 )
@@ -192,12 +191,12 @@ func TestPythonPlantedArmory(t *testing.T) {
 			}
 			outside := t.TempDir()
 			c.plant(t, agent.Workspace, outside)
-			before := dirsnap.Of(t, outside)
+			before := testenv.Snapshot(t, outside)
 			res, _ := call(t, NewPython(Options{}), agent, map[string]any{"code": "print('ran')"})
 			if res.Success || res.Kind != armory.KindPermission || !strings.Contains(res.Text, ".armory") {
 				t.Fatalf("result %+v", res)
 			}
-			if after := dirsnap.Of(t, outside); after != before {
+			if after := testenv.Snapshot(t, outside); after != before {
 				t.Fatalf("outside changed:\n%s\nwas:\n%s", after, before)
 			}
 		})
@@ -220,7 +219,7 @@ func TestPythonPlantedArmory(t *testing.T) {
 		if !res.Success || res.Text != "ran\n" {
 			t.Fatalf("%+v", res)
 		}
-		if after := dirsnap.Of(t, outside); after != "./" {
+		if after := testenv.Snapshot(t, outside); after != "./" {
 			t.Fatalf("outside changed: %s", after)
 		}
 		if left := snippets(t, agent); len(left) != 2 {
@@ -235,7 +234,7 @@ func TestPythonConfined(t *testing.T) {
 	forBackends(t, confiningBackends, func(t *testing.T, b sandbox.Backend) {
 		needPython(t, b)
 		agent := procAgent(t, b)
-		target := "/etc/armory-python-test-" + sleepMarker()
+		target := "/etc/armory-python-test-" + testenv.Marker()
 		t.Cleanup(func() { os.Remove(target) })
 		res, _ := call(t, NewPython(Options{}), agent, map[string]any{"code": "import sys\nopen(sys.argv[1], 'w').write('x')", "args": []string{target}})
 		if _, err := os.Stat(target); err == nil || res.Success {

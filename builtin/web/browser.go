@@ -76,8 +76,7 @@ func (t *Browser) Spec() armory.Spec {
 				`"screenshot":{"type":"boolean","description":"Save a PNG screenshot into the workspace (screenshots/) instead of returning the text"},`+
 				`"full_page":{"type":"boolean","description":"With screenshot: capture the whole page, not only the 1280x800 viewport"},`+
 				fmt.Sprintf(`"wait_ms":{"type":"integer","minimum":0,"maximum":%d,"description":"Extra milliseconds to wait after the page loaded, for pages that render late (default 0)"},`, BrowserMaxWait.Milliseconds())+
-				fmt.Sprintf(`"timeout_secs":{"type":"number","minimum":0,"maximum":%d,"description":"Time limit for the whole call in seconds, browser start included (default %d, at most %d)"}`,
-					int(t.opts.MaxTimeout/time.Second), int(t.opts.Timeout/time.Second), int(t.opts.MaxTimeout/time.Second))),
+				t.opts.timeouts().Prop("Time limit for the whole call in seconds, browser start included")),
 		OutputSchema: []byte(`{"type":"object","properties":{"url":{"type":"string"},"status":{"type":"integer"},"title":{"type":"string"},"bytes":{"type":"integer"},"truncated":{"type":"boolean"},"screenshot":{"type":"string"},"blocked":{"type":"array","items":{"type":"string"}}},"required":["url","status","title","bytes","truncated"]}`),
 	}
 }
@@ -128,17 +127,15 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
+	u, timeout, err := t.opts.page(op, a.URL, a.TimeoutSecs)
+	if err != nil {
+		return armory.FailErr(err)
+	}
 	switch {
-	case a.TimeoutSecs < 0:
-		return armory.Failf(armory.KindInvalid, "timeout_secs must be 0 or more")
 	case a.WaitMS < 0 || time.Duration(a.WaitMS)*time.Millisecond > BrowserMaxWait:
 		return armory.Failf(armory.KindInvalid, "wait_ms must be between 0 and %d", BrowserMaxWait.Milliseconds())
 	case a.FullPage && !a.Screenshot:
 		return armory.Failf(armory.KindInvalid, "full_page only applies with screenshot=true")
-	}
-	u, err := parseWebURL(op, a.URL)
-	if err != nil {
-		return armory.FailErr(err)
 	}
 	if a.Screenshot && (inv.Agent == nil || inv.Agent.Workspace == "") {
 		return armory.Failf(armory.KindUnavailable, "this agent has no workspace to save a screenshot in; call again without screenshot to get the page text")
@@ -147,7 +144,6 @@ func (t *Browser) Execute(ctx context.Context, inv armory.Invocation) armory.Res
 	if err != nil {
 		return armory.Failf(armory.KindUnavailable, "tool.browser needs Chromium, which is not installed on this host (apt-get install chromium); use tool.fetch instead")
 	}
-	timeout := t.opts.callTimeout(a.TimeoutSecs)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	timedOut := func() armory.Result {

@@ -57,7 +57,7 @@ type Options struct {
 	AllowHosts []string
 	AllowCIDRs []netip.Prefix
 	// Resolver resolves host names for the dial guard; nil means the
-	// system resolver. Tests inject a netguard.Hosts table.
+	// system resolver. Tests inject a fixed table.
 	Resolver netguard.Resolver
 
 	// Timeout is the default time limit of one call (zero: 30 s).
@@ -91,15 +91,8 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	o.AllowHosts = append([]string(nil), o.AllowHosts...)
 	o.AllowCIDRs = append([]netip.Prefix(nil), o.AllowCIDRs...)
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.MaxTimeout <= 0 {
-		o.MaxTimeout = DefaultMaxTimeout
-	}
-	if o.MaxTimeout < o.Timeout {
-		o.MaxTimeout = o.Timeout
-	}
+	t := o.timeouts().WithDefaults(DefaultTimeout, DefaultMaxTimeout)
+	o.Timeout, o.MaxTimeout = t.Default, t.Max
 	if o.BodyLimit <= 0 {
 		o.BodyLimit = FetchBodyLimit
 	}
@@ -131,10 +124,8 @@ func (o Options) guard() *netguard.Guard {
 	return netguard.New(netguard.Options{AllowHosts: o.AllowHosts, AllowCIDRs: o.AllowCIDRs, Resolver: o.Resolver})
 }
 
-// callTimeout returns the call's time limit: secs when positive (capped at
-// MaxTimeout), else the default.
-func (o Options) callTimeout(secs float64) time.Duration {
-	return args.Timeout(secs, o.Timeout, o.MaxTimeout)
+func (o Options) timeouts() args.Timeouts {
+	return args.Timeouts{Default: o.Timeout, Max: o.MaxTimeout}
 }
 
 // webClient is the guarded HTTP client shared by tool.fetch and web.search.
@@ -271,6 +262,18 @@ func webError(op string, u *url.URL, err error, timeout time.Duration) error {
 }
 
 // parseWebURL checks a URL argument: absolute http(s) with a host.
+// page checks the url and timeout_secs arguments of a tool that loads one
+// page (tool.fetch, tool.browser) and returns the URL and the call's time
+// limit.
+func (o Options) page(op, rawURL string, timeoutSecs float64) (*url.URL, time.Duration, error) {
+	timeout, err := o.timeouts().Call(op, timeoutSecs)
+	if err != nil {
+		return nil, 0, err
+	}
+	u, err := parseWebURL(op, rawURL)
+	return u, timeout, err
+}
+
 func parseWebURL(op, raw string) (*url.URL, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
@@ -328,15 +331,18 @@ func (t *Fetch) Spec() armory.Spec {
 		InputSchema: args.Schema([]string{"url"},
 			`"url":{"type":"string","description":"Absolute http:// or https:// URL to fetch"},`+
 				`"raw":{"type":"boolean","description":"Return HTML source instead of readable text (default false)"},`+
-				fmt.Sprintf(`"timeout_secs":{"type":"number","minimum":0,"maximum":%d,"description":"Time limit for the whole request in seconds (default %d, at most %d)"}`,
-					int(t.opts.MaxTimeout/time.Second), int(t.opts.Timeout/time.Second), int(t.opts.MaxTimeout/time.Second))),
+				t.opts.timeouts().Prop("Time limit for the whole request in seconds")),
 		OutputSchema: fetchOutputSchema,
 	}
 }
 
 var fetchOutputSchema = []byte(`{"type":"object","properties":{"url":{"type":"string","description":"Final URL after redirects"},"status":{"type":"integer"},"content_type":{"type":"string"},"bytes":{"type":"integer","description":"Body bytes received (after decompression)"},"truncated":{"type":"boolean"}},"required":["url","status","content_type","bytes","truncated"]}`)
 
-func (t *Fetch) Manifest() armory.Manifest {
+func (t *Fetch) Manifest() armory.Manifest { return webManifest() }
+
+// webManifest is the manifest of the web tools that only read from the
+// network (tool.fetch, web.search).
+func webManifest() armory.Manifest {
 	return armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapNetwork}, Permission: armory.PermAuto, Category: armory.CatWeb}
 }
 
@@ -355,14 +361,10 @@ func (t *Fetch) Execute(ctx context.Context, inv armory.Invocation) armory.Resul
 	if err := args.Decode(op, inv.Args, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	if a.TimeoutSecs < 0 {
-		return armory.Failf(armory.KindInvalid, "timeout_secs must be 0 or more")
-	}
-	u, err := parseWebURL(op, a.URL)
+	u, timeout, err := t.opts.page(op, a.URL, a.TimeoutSecs)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	timeout := t.opts.callTimeout(a.TimeoutSecs)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	web, err := clientFor(&t.agents, t.opts, t.web, inv)

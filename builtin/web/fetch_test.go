@@ -19,7 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/netguard"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // loopback is what tests allow explicitly: their servers listen on 127.0.0.1.
@@ -138,7 +138,7 @@ func TestFetchSSRF(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "INTERNAL-SECRET") }))
 	defer srv.Close()
 	p := port(t, srv)
-	hosts := netguard.Hosts{
+	hosts := testenv.Hosts{
 		"rebind.test":  {netip.MustParseAddr("127.0.0.1")},
 		"localhost":    {netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::1")},
 		"meta.test":    {netip.MustParseAddr("169.254.169.254")},
@@ -203,7 +203,7 @@ func TestFetchRedirectGuard(t *testing.T) {
 	defer front.Close()
 	fp := port(t, front)
 	// The front server is allowed by name only; 127.0.0.1 itself is not.
-	hosts := netguard.Hosts{"allowed.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1")}}
+	hosts := testenv.Hosts{"allowed.test": {netip.MustParseAddr("127.0.0.1")}, "localhost": {netip.MustParseAddr("127.0.0.1")}}
 	f := NewFetch(Options{Resolver: hosts, AllowHosts: []string{"allowed.test"}})
 	for _, to := range []string{
 		"http://127.0.0.1:" + sp + "/",
@@ -342,23 +342,25 @@ func TestFetchDownloadLimitAndGzipBomb(t *testing.T) {
 	io.WriteString(zw, "<html><body><p>compressed hello</p></body></html>")
 	zw.Close()
 
+	gzipped := map[string]struct {
+		ctype string
+		body  []byte
+	}{
+		"/bomb":   {"text/plain", bomb.Bytes()},
+		"/noisy":  {"application/octet-stream", noisy.Bytes()},
+		"/small":  {"text/html", small.Bytes()},
+		"/broken": {"", []byte("this is not gzip at all")},
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g, ok := gzipped[r.URL.Path]; ok {
+			w.Header().Set("Content-Encoding", "gzip")
+			if g.ctype != "" {
+				w.Header().Set("Content-Type", g.ctype)
+			}
+			w.Write(g.body)
+			return
+		}
 		switch r.URL.Path {
-		case "/bomb":
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Set("Content-Type", "text/plain")
-			w.Write(bomb.Bytes())
-		case "/noisy":
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Set("Content-Type", "application/octet-stream")
-			w.Write(noisy.Bytes())
-		case "/small":
-			w.Header().Set("Content-Encoding", "gzip")
-			w.Header().Set("Content-Type", "text/html")
-			w.Write(small.Bytes())
-		case "/broken":
-			w.Header().Set("Content-Encoding", "gzip")
-			io.WriteString(w, "this is not gzip at all")
 		case "/big":
 			w.Header().Set("Content-Type", "text/plain")
 			w.Write(bytes.Repeat([]byte("b"), 3<<20))
@@ -475,9 +477,12 @@ func TestFetchCallTimeout(t *testing.T) {
 		secs float64
 		want time.Duration
 	}{{0, 30 * time.Second}, {5, 5 * time.Second}, {0.5, 500 * time.Millisecond}, {120, 120 * time.Second}, {121, 120 * time.Second}, {1e300, 120 * time.Second}} {
-		if got := o.callTimeout(tt.secs); got != tt.want {
-			t.Errorf("callTimeout(%v) = %v, want %v", tt.secs, got, tt.want)
+		if got, err := o.timeouts().Call("tool.fetch", tt.secs); err != nil || got != tt.want {
+			t.Errorf("Call(%v) = %v, %v; want %v", tt.secs, got, err, tt.want)
 		}
+	}
+	if _, err := o.timeouts().Call("tool.fetch", -1); armory.KindOf(err) != armory.KindInvalid {
+		t.Errorf("a negative timeout_secs: %v", err)
 	}
 }
 
@@ -531,7 +536,7 @@ func TestFetchStatusAndCharset(t *testing.T) {
 }
 
 func TestFetchInvalidArgs(t *testing.T) {
-	f := NewFetch(Options{Resolver: netguard.Hosts{}})
+	f := NewFetch(Options{Resolver: testenv.Hosts{}})
 	tests := []struct {
 		args string
 		kind armory.Kind
@@ -570,7 +575,7 @@ func TestFetchIgnoresEnvironmentProxy(t *testing.T) {
 	t.Setenv("HTTP_PROXY", proxy.URL)
 	t.Setenv("http_proxy", proxy.URL)
 	t.Setenv("NO_PROXY", "")
-	hosts := netguard.Hosts{"site.test": {netip.MustParseAddr("127.0.0.1")}}
+	hosts := testenv.Hosts{"site.test": {netip.MustParseAddr("127.0.0.1")}}
 	f := NewFetch(Options{Resolver: hosts, AllowHosts: []string{"site.test"}})
 	r := runFetch(t, f, map[string]any{"url": "http://site.test:" + port(t, srv) + "/"})
 	mustOK(t, r)

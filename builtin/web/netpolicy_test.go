@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/netguard"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // An agent's network allow-list: an address entry opens exactly that
@@ -28,7 +28,7 @@ func TestFetchAgentAllowList(t *testing.T) {
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "OTHER-SECRET") }))
 	defer other.Close()
 	p, op := port(t, srv), port(t, other)
-	hosts := netguard.Hosts{"public.test": {netip.MustParseAddr("127.0.0.1")}, "intra.test": {netip.MustParseAddr("127.0.0.1")}}
+	hosts := testenv.Hosts{"public.test": {netip.MustParseAddr("127.0.0.1")}, "intra.test": {netip.MustParseAddr("127.0.0.1")}}
 	f := NewFetch(Options{Resolver: hosts})
 	call := func(np *armory.NetPolicy, u string) armory.Result {
 		return f.Execute(context.Background(), armory.Invocation{Args: fetchArgs(t, map[string]any{"url": u}), Agent: &armory.AgentEnv{ID: "a", Net: np}})

@@ -75,9 +75,7 @@ func (t *Search) Spec() armory.Spec {
 	}
 }
 
-func (t *Search) Manifest() armory.Manifest {
-	return armory.Manifest{Danger: armory.DangerCautious, Capabilities: []armory.Capability{armory.CapNetwork}, Permission: armory.PermAuto, Category: armory.CatWeb}
-}
+func (t *Search) Manifest() armory.Manifest { return webManifest() }
 
 // Execute runs the search. Failures: KindInvalid (bad arguments), KindBlocked
 // (the endpoint is refused by the network policy), KindTimeout,

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/dirsnap"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // TestAttackEscapes tries every tool on paths that lead outside the
@@ -54,7 +54,7 @@ func TestAttackEscapes(t *testing.T) {
 		if err := os.Symlink(f.evil, filepath.Join(f.ws, "sub", "mid")); err != nil {
 			t.Fatal(err)
 		}
-		before := dirsnap.Of(t, f.evil)
+		before := testenv.Snapshot(t, f.evil)
 
 		paths := []string{
 			"../ws-evil/secret.txt", "@me/../ws-evil/secret.txt", "a/../../ws-evil/secret.txt",
@@ -98,13 +98,12 @@ func TestAttackEscapes(t *testing.T) {
 			{&Search{}, M{"glob": "**/secret.txt"}},
 			{&List{}, M{"recursive": true}},
 		} {
-			r := run(t, c.tool, f.env, c.args)
-			wantOK(t, r)
+			r := runOK(t, c.tool, f.env, c.args)
 			if strings.Contains(r.Text, "TOP-SECRET") || regexp.MustCompile(`(?m)^\S*secret\.txt( \(\d+ bytes\))?$`).MatchString(r.Text) {
 				t.Errorf("%s reached outside: %s", c.tool.Spec().Name, r.Text)
 			}
 		}
-		if after := dirsnap.Of(t, f.evil); after != before {
+		if after := testenv.Snapshot(t, f.evil); after != before {
 			t.Fatalf("outside changed:\n%s\nwant\n%s", after, before)
 		}
 	})
@@ -144,7 +143,7 @@ func TestAttackSymlinkFinal(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(f.ws, "missing.txt")); !os.IsNotExist(err) {
 			t.Fatal("write through a dangling link created its target")
 		}
-		if mustRead(t, filepath.Join(f.ws, "real.txt")) != "real" {
+		if testenv.ReadFile(t, filepath.Join(f.ws, "real.txt")) != "real" {
 			t.Fatal("target changed")
 		}
 		// Reading an inner link is fine with openat2, refused by the fallback.
@@ -172,7 +171,7 @@ func TestAttackSymlinkIntermediate(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		before := dirsnap.Of(t, f.ws)
+		before := testenv.Snapshot(t, f.ws)
 		for _, p := range []string{"dl/b.txt", "dl/a.txt", "hk/pre-commit", "g/hooks/pre-commit", "g/config", "out/x", "g/HEAD"} {
 			r := run(t, &Write{}, f.env, M{"path": p, "content": "#!/bin/sh\necho pwned\n"})
 			if r.Success {
@@ -187,7 +186,7 @@ func TestAttackSymlinkIntermediate(t *testing.T) {
 				t.Errorf("delete %q succeeded", p)
 			}
 		}
-		if after := dirsnap.Of(t, f.ws); after != before {
+		if after := testenv.Snapshot(t, f.ws); after != before {
 			t.Fatalf("workspace changed:\n%s", after)
 		}
 	})
@@ -202,7 +201,7 @@ func TestAttackProtected(t *testing.T) {
 		mustWrite(t, filepath.Join(f.ws, "repo/.git/hooks/pre-commit.sample"), "#!/bin/sh\n")
 		mustWrite(t, filepath.Join(f.ws, "repo/main.go"), "package main\n")
 		mustWrite(t, filepath.Join(f.ws, ".bashrc"), "# rc\n")
-		before := dirsnap.Of(t, f.ws)
+		before := testenv.Snapshot(t, f.ws)
 		paths := []string{
 			".git/hooks/pre-commit", ".GIT/hooks/pre-commit", ".git/HOOKS/x", "a/../.git/hooks/x", "./.git/config",
 			".git", "repo/.git", "repo/.git/config", "repo/.Git/Hooks/post-checkout", "repo/.git/hooks/pre-commit.sample",
@@ -218,7 +217,7 @@ func TestAttackProtected(t *testing.T) {
 		// A folder holding a protected path cannot be deleted, and nothing
 		// in it is removed.
 		wantFail(t, run(t, &Delete{}, f.env, M{"path": "repo", "recursive": true}), armory.KindPermission, "holds the protected path repo/.git")
-		if after := dirsnap.Of(t, f.ws); after != before {
+		if after := testenv.Snapshot(t, f.ws); after != before {
 			t.Fatalf("workspace changed:\n%s\nwant\n%s", after, before)
 		}
 		if _, err := os.Stat(filepath.Join(f.proj, ".git")); !os.IsNotExist(err) {
@@ -244,7 +243,7 @@ func TestAttackSwapRace(t *testing.T) {
 		dir := filepath.Join(f.ws, "d")
 		mustWrite(t, filepath.Join(dir, "secret.txt"), "inside")
 		mustWrite(t, filepath.Join(dir, "victim.txt"), "inside victim")
-		before := dirsnap.Of(t, f.evil)
+		before := testenv.Snapshot(t, f.evil)
 
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -310,7 +309,7 @@ func TestAttackSwapRace(t *testing.T) {
 		close(stop)
 		wg.Wait()
 		t.Logf("%d swaps; %d calls succeeded (folder real), %d failed (folder swapped)", swaps, ok, failed)
-		if after := dirsnap.Of(t, f.evil); after != before {
+		if after := testenv.Snapshot(t, f.evil); after != before {
 			t.Fatalf("outside changed:\n%s\nwant\n%s", after, before)
 		}
 	})
@@ -335,7 +334,7 @@ func TestAttackHardLink(t *testing.T) {
 			t.Fatalf("documented behaviour: read of a hard link succeeds, got %q", r.Text)
 		}
 		wantOK(t, run(t, &Delete{}, f.env, M{"path": "hl"}))
-		if mustRead(t, outside) != "TOP-SECRET" {
+		if testenv.ReadFile(t, outside) != "TOP-SECRET" {
 			t.Fatal("outside file changed")
 		}
 	})
@@ -354,8 +353,7 @@ func TestAttackSpecialFiles(t *testing.T) {
 		wantFail(t, run(t, &Read{}, f.env, M{"path": "pipe"}), armory.KindPermission, "named pipe (FIFO)")
 		wantFail(t, run(t, &Write{}, f.env, M{"path": "pipe", "content": "x"}), armory.KindPermission, "named pipe (FIFO)")
 		wantFail(t, run(t, &Edit{}, f.env, M{"path": "pipe", "old_string": "a", "new_string": "b"}), armory.KindPermission, "named pipe (FIFO)")
-		r := run(t, &Search{}, f.env, M{"pattern": "x"})
-		wantOK(t, r)
+		r := runOK(t, &Search{}, f.env, M{"pattern": "x"})
 		r = run(t, &List{}, f.env, M{})
 		if !r.Success || r.Text != "pipe (named pipe (FIFO))" {
 			t.Fatalf("list: %q", r.Text)
@@ -378,8 +376,7 @@ func TestAttackSpecialFiles(t *testing.T) {
 		}
 		wantFail(t, run(t, &Read{}, f.env, M{"path": "zero-dev"}), armory.KindPermission, "device")
 		wantFail(t, run(t, &Write{}, f.env, M{"path": "zero-dev", "content": "x"}), armory.KindPermission, "device")
-		r = run(t, &Search{}, f.env, M{"pattern": "x", "glob": "zero-dev"})
-		wantOK(t, r)
+		r = runOK(t, &Search{}, f.env, M{"pattern": "x", "glob": "zero-dev"})
 	})
 }
 

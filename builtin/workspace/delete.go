@@ -66,12 +66,9 @@ func (t *Delete) Execute(ctx context.Context, inv armory.Invocation) armory.Resu
 	if tg.rel == "." {
 		return armory.Failf(armory.KindInvalid, "refusing to delete %s itself; delete the files inside it instead", tg.rootLabel())
 	}
-	if err := refuseProtected(op, tg, "delete", t.AllowProtected); err != nil {
-		return armory.FailErr(err)
-	}
-	dirfd, base, err := openParent(op, tg, false)
+	dirfd, base, err := openToChange(op, tg, "delete", t.AllowProtected, false)
 	if err != nil {
-		return armory.FailErr(fsError(op, tg, err))
+		return armory.FailErr(err)
 	}
 	defer unix.Close(dirfd)
 	var st unix.Stat_t

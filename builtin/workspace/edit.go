@@ -75,12 +75,9 @@ func (t *Edit) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	if err := refuseProtected(op, tg, "edit", t.AllowProtected); err != nil {
-		return armory.FailErr(err)
-	}
-	dirfd, base, err := openParent(op, tg, false)
+	dirfd, base, err := openToChange(op, tg, "edit", t.AllowProtected, false)
 	if err != nil {
-		return armory.FailErr(fsError(op, tg, err))
+		return armory.FailErr(err)
 	}
 	defer unix.Close(dirfd)
 

@@ -253,13 +253,19 @@ func protectedReason(rel string) string {
 	return ""
 }
 
-// refuseProtected returns a KindPermission error when t is protected,
-// unless allow is set (a tool's AllowProtected).
-func refuseProtected(op string, t wsPath, verb string, allow bool) error {
+// openToChange is where write, edit and delete go once t is parsed: it
+// refuses a protected t (unless allow, the tool's AllowProtected; verb names
+// the change in the message) and opens the folder that holds t (see
+// openParent; create makes missing folders). The caller closes dirfd.
+func openToChange(op string, t wsPath, verb string, allow, create bool) (dirfd int, base string, err error) {
 	if why := protectedReason(t.rel); why != "" && !allow {
-		return armory.E(op, armory.KindPermission, fmt.Sprintf("%s is a protected path (%s); workspace tools never %s it", t, why, verb))
+		return -1, "", armory.E(op, armory.KindPermission, fmt.Sprintf("%s is a protected path (%s); workspace tools never %s it", t, why, verb))
 	}
-	return nil
+	dirfd, base, err = openParent(op, t, create)
+	if err != nil {
+		return -1, "", fsError(op, t, err)
+	}
+	return dirfd, base, nil
 }
 
 // openRoot opens t's root folder as an O_PATH directory descriptor. The

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 func preview(t *testing.T, p armory.Previewer, env *armory.AgentEnv, args map[string]any) (string, error) {
@@ -34,7 +35,7 @@ func TestPreviewDiffs(t *testing.T) {
 	if err != nil || d != "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n" {
 		t.Fatalf("edit: %q %v", d, err)
 	}
-	if mustRead(t, filepath.Join(f.ws, "a.txt")) != "one\ntwo\nthree\n" {
+	if testenv.ReadFile(t, filepath.Join(f.ws, "a.txt")) != "one\ntwo\nthree\n" {
 		t.Fatal("a preview changed the file")
 	}
 	if _, err := preview(t, &Edit{}, f.env, map[string]any{"path": "a.txt", "old_string": "four", "new_string": "4"}); err == nil || !strings.Contains(armory.Message(err), "the edit would fail") {

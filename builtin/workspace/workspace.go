@@ -186,12 +186,9 @@ func (t *Write) Execute(ctx context.Context, inv armory.Invocation) armory.Resul
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	if err := refuseProtected(op, tg, "write", t.AllowProtected); err != nil {
-		return armory.FailErr(err)
-	}
-	dirfd, base, err := openParent(op, tg, true)
+	dirfd, base, err := openToChange(op, tg, "write", t.AllowProtected, true)
 	if err != nil {
-		return armory.FailErr(fsError(op, tg, err))
+		return armory.FailErr(err)
 	}
 	defer unix.Close(dirfd)
 	created, err := writeAtomic(op, tg, dirfd, base, []byte(*a.Content), nil)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // wsFixture is a real folder layout for the workspace tools:
@@ -46,15 +47,6 @@ func mustWrite(t *testing.T, p, content string) {
 	}
 }
 
-func mustRead(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // run calls tool with args (a map or a raw JSON string) as agent env.
 func run(t testing.TB, tool armory.Tool, env *armory.AgentEnv, args any) armory.Result {
 	t.Helper()
@@ -88,6 +80,14 @@ func modes(t *testing.T, f func(t *testing.T)) {
 			f(t)
 		})
 	}
+}
+
+// runOK runs tool and fails t unless the call succeeded.
+func runOK(t *testing.T, tool armory.Tool, env *armory.AgentEnv, args any) armory.Result {
+	t.Helper()
+	r := run(t, tool, env, args)
+	wantOK(t, r)
+	return r
 }
 
 func wantOK(t *testing.T, r armory.Result) {
@@ -282,21 +282,18 @@ func TestWorkspaceRead(t *testing.T) {
 		mustWrite(t, filepath.Join(f.ws, "bin.dat"), "ab\x00cd")
 		mustWrite(t, filepath.Join(f.proj, "README.md"), "project readme")
 
-		r := run(t, rd, f.env, M{"path": "a.txt"})
-		wantOK(t, r)
+		r := runOK(t, rd, f.env, M{"path": "a.txt"})
 		if r.Text != "hello\nworld\n" {
 			t.Fatalf("got %q", r.Text)
 		}
-		r = run(t, rd, f.env, M{"path": "@me/a.txt", "offset": 6})
-		wantOK(t, r)
+		r = runOK(t, rd, f.env, M{"path": "@me/a.txt", "offset": 6})
 		if r.Text != "world\n" {
 			t.Fatalf("offset: got %q", r.Text)
 		}
 		wantOK(t, run(t, rd, f.env, M{"path": "a.txt", "offset": 12}))
 		wantFail(t, run(t, rd, f.env, M{"path": "a.txt", "offset": 13}), armory.KindInvalid, "past the end")
 		wantFail(t, run(t, rd, f.env, M{"path": "a.txt", "offset": -1}), armory.KindInvalid, "offset")
-		r = run(t, rd, f.env, M{"path": "empty.txt"})
-		wantOK(t, r)
+		r = runOK(t, rd, f.env, M{"path": "empty.txt"})
 		if r.Text != "[empty file]" {
 			t.Fatalf("empty: %q", r.Text)
 		}
@@ -309,8 +306,7 @@ func TestWorkspaceRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantFail(t, run(t, rd, f.env, M{"path": "dir"}), armory.KindInvalid, "is a folder")
-		r = run(t, rd, f.env, M{"path": "@project:web/README.md"})
-		wantOK(t, r)
+		r = runOK(t, rd, f.env, M{"path": "@project:web/README.md"})
 		if r.Text != "project readme" {
 			t.Fatalf("project: %q", r.Text)
 		}
@@ -327,8 +323,7 @@ func TestWorkspaceReadLimit(t *testing.T) {
 	// 'é' is two bytes; place one across the 64 KB boundary.
 	content := strings.Repeat("a", ReadLimit-1) + "é" + strings.Repeat("b", 100)
 	mustWrite(t, filepath.Join(f.ws, "big.txt"), content)
-	r := run(t, rd, f.env, M{"path": "big.txt"})
-	wantOK(t, r)
+	r := runOK(t, rd, f.env, M{"path": "big.txt"})
 	body, marker, ok := strings.Cut(r.Text, "\n[truncated: ")
 	if !ok {
 		t.Fatalf("no truncation marker in %d bytes", len(r.Text))
@@ -340,8 +335,7 @@ func TestWorkspaceReadLimit(t *testing.T) {
 	if marker != wantMarker {
 		t.Fatalf("marker %q, want %q", marker, wantMarker)
 	}
-	r = run(t, rd, f.env, M{"path": "big.txt", "offset": ReadLimit - 1})
-	wantOK(t, r)
+	r = runOK(t, rd, f.env, M{"path": "big.txt", "offset": ReadLimit - 1})
 	if r.Text != "é"+strings.Repeat("b", 100) {
 		t.Fatalf("rest: %q", r.Text)
 	}
@@ -357,17 +351,15 @@ func TestWorkspaceWrite(t *testing.T) {
 	modes(t, func(t *testing.T) {
 		f := newWS(t)
 		w := &Write{}
-		r := run(t, w, f.env, M{"path": "deep/er/new.txt", "content": "one"})
-		wantOK(t, r)
-		if !strings.HasPrefix(r.Text, "created deep/er/new.txt") || mustRead(t, filepath.Join(f.ws, "deep/er/new.txt")) != "one" {
+		r := runOK(t, w, f.env, M{"path": "deep/er/new.txt", "content": "one"})
+		if !strings.HasPrefix(r.Text, "created deep/er/new.txt") || testenv.ReadFile(t, filepath.Join(f.ws, "deep/er/new.txt")) != "one" {
 			t.Fatalf("create: %q", r.Text)
 		}
 		if err := os.Chmod(filepath.Join(f.ws, "deep/er/new.txt"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		r = run(t, w, f.env, M{"path": "deep/er/new.txt", "content": "two"})
-		wantOK(t, r)
-		if !strings.HasPrefix(r.Text, "replaced") || mustRead(t, filepath.Join(f.ws, "deep/er/new.txt")) != "two" {
+		r = runOK(t, w, f.env, M{"path": "deep/er/new.txt", "content": "two"})
+		if !strings.HasPrefix(r.Text, "replaced") || testenv.ReadFile(t, filepath.Join(f.ws, "deep/er/new.txt")) != "two" {
 			t.Fatalf("replace: %q", r.Text)
 		}
 		if fi, _ := os.Stat(filepath.Join(f.ws, "deep/er/new.txt")); fi.Mode().Perm() != 0o700 {
@@ -380,7 +372,7 @@ func TestWorkspaceWrite(t *testing.T) {
 			t.Fatalf("leftovers: %v", ents)
 		}
 		wantOK(t, run(t, w, f.env, M{"path": "@project:web/docs/x.md", "content": "p"}))
-		if mustRead(t, filepath.Join(f.proj, "docs/x.md")) != "p" {
+		if testenv.ReadFile(t, filepath.Join(f.proj, "docs/x.md")) != "p" {
 			t.Fatal("project write went elsewhere")
 		}
 		wantFail(t, run(t, w, f.env, M{"path": "x.txt"}), armory.KindInvalid, "content is required")
@@ -449,7 +441,7 @@ func TestWorkspaceEdit(t *testing.T) {
 			if !strings.Contains(r.Text, c.msg) {
 				t.Fatalf("case %d: %q lacks %q", i, r.Text, c.msg)
 			}
-			if got := mustRead(t, p); got != c.content {
+			if got := testenv.ReadFile(t, p); got != c.content {
 				t.Fatalf("case %d: content %q, want %q", i, got, c.content)
 			}
 		}
@@ -467,7 +459,7 @@ func TestWorkspaceEditLimits(t *testing.T) {
 	// The result of an edit may not exceed WriteLimit either.
 	mustWrite(t, filepath.Join(f.ws, "grow.txt"), strings.Repeat("x", 1<<20))
 	wantFail(t, run(t, e, f.env, M{"path": "grow.txt", "old_string": "x", "new_string": "0123456789", "replace_all": true}), armory.KindInvalid, "the limit is 8388608")
-	if mustRead(t, filepath.Join(f.ws, "grow.txt")) != strings.Repeat("x", 1<<20) {
+	if testenv.ReadFile(t, filepath.Join(f.ws, "grow.txt")) != strings.Repeat("x", 1<<20) {
 		t.Fatal("file changed by a refused edit")
 	}
 }
@@ -482,25 +474,21 @@ func TestWorkspaceList(t *testing.T) {
 		if err := os.Symlink("b.txt", filepath.Join(f.ws, "link")); err != nil {
 			t.Fatal(err)
 		}
-		r := run(t, l, f.env, M{})
-		wantOK(t, r)
+		r := runOK(t, l, f.env, M{})
 		if want := ".git/\na/\nb.txt (5 bytes)\nlink -> b.txt (symbolic link)"; r.Text != want {
 			t.Fatalf("got\n%s\nwant\n%s", r.Text, want)
 		}
-		r = run(t, l, f.env, M{"recursive": true})
-		wantOK(t, r)
+		r = runOK(t, l, f.env, M{"recursive": true})
 		if want := ".git/\na/\na/x.go (1 bytes)\nb.txt (5 bytes)\nlink -> b.txt (symbolic link)"; r.Text != want {
 			t.Fatalf("recursive: got\n%s", r.Text)
 		}
-		r = run(t, l, f.env, M{"path": ".git"})
-		wantOK(t, r)
+		r = runOK(t, l, f.env, M{"path": ".git"})
 		if r.Text != "HEAD (3 bytes)" {
 			t.Fatalf(".git: %q", r.Text)
 		}
 		wantFail(t, run(t, l, f.env, M{"path": "b.txt"}), armory.KindInvalid, "not a folder")
 		wantFail(t, run(t, l, f.env, M{"path": "nope"}), armory.KindNotFound, "does not exist")
-		r = run(t, l, f.env, M{"path": "@project:web"})
-		wantOK(t, r)
+		r = runOK(t, l, f.env, M{"path": "@project:web"})
 		if r.Text != "(empty)" {
 			t.Fatalf("project: %q", r.Text)
 		}
@@ -512,8 +500,7 @@ func TestWorkspaceListLimit(t *testing.T) {
 	for i := range ListLimit + 5 {
 		mustWrite(t, filepath.Join(f.ws, "many", fmt.Sprintf("f%04d", i)), "")
 	}
-	r := run(t, &List{}, f.env, M{"path": "many"})
-	wantOK(t, r)
+	r := runOK(t, &List{}, f.env, M{"path": "many"})
 	lines := strings.Split(r.Text, "\n")
 	if len(lines) != ListLimit+1 || !strings.HasPrefix(lines[ListLimit], "[truncated at 1000 entries") {
 		t.Fatalf("%d lines, last %q", len(lines), lines[len(lines)-1])
@@ -534,13 +521,12 @@ func TestWorkspaceDelete(t *testing.T) {
 		if err := os.Symlink("keep.txt", filepath.Join(f.ws, "ln")); err != nil {
 			t.Fatal(err)
 		}
-		r := run(t, d, f.env, M{"path": "f.txt"})
-		wantOK(t, r)
+		r := runOK(t, d, f.env, M{"path": "f.txt"})
 		if r.Text != "deleted file f.txt" {
 			t.Fatalf("%q", r.Text)
 		}
 		wantOK(t, run(t, d, f.env, M{"path": "ln"}))
-		if mustRead(t, filepath.Join(f.ws, "keep.txt")) != "keep" {
+		if testenv.ReadFile(t, filepath.Join(f.ws, "keep.txt")) != "keep" {
 			t.Fatal("link target touched")
 		}
 		wantOK(t, run(t, d, f.env, M{"path": "empty"}))
@@ -548,8 +534,7 @@ func TestWorkspaceDelete(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(f.ws, "full/a/b.txt")); err != nil {
 			t.Fatal("non-recursive delete removed content")
 		}
-		r = run(t, d, f.env, M{"path": "full", "recursive": true})
-		wantOK(t, r)
+		r = runOK(t, d, f.env, M{"path": "full", "recursive": true})
 		if r.Text != "deleted folder full and the 3 entries inside it" {
 			t.Fatalf("%q", r.Text)
 		}
@@ -609,8 +594,7 @@ func TestWorkspaceSearch(t *testing.T) {
 		}
 		mustWrite(t, filepath.Join(f.proj, "p.txt"), "hello project\n")
 
-		r := run(t, s, f.env, M{"pattern": "hello"})
-		wantOK(t, r)
+		r := runOK(t, s, f.env, M{"pattern": "hello"})
 		want := "README.md:1: say hello\nsrc/util/util.go:2: // hello helper\n[2 matches in 2 files; 4 files read]\n[skipped 1 binary files]"
 		if !strings.HasPrefix(r.Text, "README.md:1: say hello\nsrc/util/util.go:2: // hello helper") || !strings.Contains(r.Text, "[skipped 1 binary files]") {
 			t.Fatalf("got\n%s\nwant like\n%s", r.Text, want)
@@ -618,33 +602,27 @@ func TestWorkspaceSearch(t *testing.T) {
 		if strings.Contains(r.Text, "git") || strings.Contains(r.Text, "readme-link") {
 			t.Fatalf(".git or links searched:\n%s", r.Text)
 		}
-		r = run(t, s, f.env, M{"pattern": "hello", "case_insensitive": true, "glob": "*.go"})
-		wantOK(t, r)
+		r = runOK(t, s, f.env, M{"pattern": "hello", "case_insensitive": true, "glob": "*.go"})
 		if !strings.HasPrefix(r.Text, "src/main.go:4: \tprintln(\"Hello\")\nsrc/util/util.go:2: // hello helper\n[2 matches in 2 files; 2 files read]") {
 			t.Fatalf("glob+ci: %s", r.Text)
 		}
-		r = run(t, s, f.env, M{"glob": "src/**/*.go"})
-		wantOK(t, r)
+		r = runOK(t, s, f.env, M{"glob": "src/**/*.go"})
 		if !strings.HasPrefix(r.Text, "src/main.go\nsrc/util/util.go\n[2 files]") {
 			t.Fatalf("glob only: %s", r.Text)
 		}
-		r = run(t, s, f.env, M{"glob": "*.go", "path": "src/util"})
-		wantOK(t, r)
+		r = runOK(t, s, f.env, M{"glob": "*.go", "path": "src/util"})
 		if !strings.HasPrefix(r.Text, "src/util/util.go\n") {
 			t.Fatalf("path: %s", r.Text)
 		}
-		r = run(t, s, f.env, M{"pattern": "project", "path": "@project:web"})
-		wantOK(t, r)
+		r = runOK(t, s, f.env, M{"pattern": "project", "path": "@project:web"})
 		if !strings.HasPrefix(r.Text, "@project:web/p.txt:1: hello project") {
 			t.Fatalf("prefix: %s", r.Text)
 		}
-		r = run(t, s, f.env, M{"pattern": "nothing-like-this"})
-		wantOK(t, r)
+		r = runOK(t, s, f.env, M{"pattern": "nothing-like-this"})
 		if !strings.HasPrefix(r.Text, `no matches for "nothing-like-this"`) {
 			t.Fatalf("none: %s", r.Text)
 		}
-		r = run(t, s, f.env, M{"glob": "nodir/**"})
-		wantOK(t, r)
+		r = runOK(t, s, f.env, M{"glob": "nodir/**"})
 		wantFail(t, run(t, s, f.env, M{}), armory.KindInvalid, "give a pattern")
 		wantFail(t, run(t, s, f.env, M{"pattern": "(a"}), armory.KindInvalid, "not a valid regular expression")
 		wantFail(t, run(t, s, f.env, M{"pattern": `(a)\1`}), armory.KindInvalid, "RE2")
@@ -670,8 +648,7 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 				args["max_results"] = max
 				want = max
 			}
-			r := run(t, s, f.env, args)
-			wantOK(t, r)
+			r := runOK(t, s, f.env, args)
 			if got := strings.Count(r.Text, "r/many.txt:"); got != want {
 				t.Fatalf("max %d: %d results", max, got)
 			}
@@ -683,16 +660,14 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 	t.Run("file bytes", func(t *testing.T) {
 		big := strings.Repeat("x\n", SearchFileBytes/2-4) + "EARLY\n" + strings.Repeat("y\n", 100) + "LATE\n"
 		mustWrite(t, filepath.Join(f.ws, "b/big.txt"), big)
-		r := run(t, s, f.env, M{"pattern": "EARLY|LATE", "path": "b"})
-		wantOK(t, r)
+		r := runOK(t, s, f.env, M{"pattern": "EARLY|LATE", "path": "b"})
 		if !strings.Contains(r.Text, "EARLY") || strings.Contains(r.Text, "LATE") || !strings.Contains(r.Text, "1 files are larger than 1048576 bytes") {
 			t.Fatalf("file cap: %s", r.Text)
 		}
 	})
 	t.Run("line bytes", func(t *testing.T) {
 		mustWrite(t, filepath.Join(f.ws, "l/long.txt"), strings.Repeat("é", 2000)+"NEEDLE"+strings.Repeat("z", 2000))
-		r := run(t, s, f.env, M{"pattern": "NEEDLE", "path": "l"})
-		wantOK(t, r)
+		r := runOK(t, s, f.env, M{"pattern": "NEEDLE", "path": "l"})
 		line, _, _ := strings.Cut(r.Text, "\n")
 		text := strings.TrimPrefix(line, "l/long.txt:1: ")
 		if !strings.Contains(text, "NEEDLE") || len(text) > SearchLineBytes+2*len("…") || strings.ContainsRune(text, '\uFFFD') {
@@ -706,8 +681,7 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r := run(t, s, f.env, M{"pattern": "absent", "path": "files"})
-		wantOK(t, r)
+		r := runOK(t, s, f.env, M{"pattern": "absent", "path": "files"})
 		if !strings.Contains(r.Text, "5000 files read]") || !strings.Contains(r.Text, "[stopped early: read 5000 files (the limit)") {
 			t.Fatalf("files cap: %s", r.Text)
 		}
@@ -719,8 +693,7 @@ func TestWorkspaceSearchLimits(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		r := run(t, s, f.env, M{"glob": "*.none", "path": "entries"})
-		wantOK(t, r)
+		r := runOK(t, s, f.env, M{"glob": "*.none", "path": "entries"})
 		if !strings.Contains(r.Text, "[stopped early: visited 20000 files and folders (the limit)") {
 			t.Fatalf("entries cap: %s", r.Text)
 		}

@@ -5,6 +5,11 @@
 // (environment variable CI=true) it fails instead: CI installs every
 // component itself, so a missing one is a broken CI script, never a reason to
 // pass quietly.
+//
+// It also holds the helpers that tests of several packages share (a
+// process marker, a TCP peer, a locked buffer, a folder snapshot, a fixed
+// host table). It is imported by tests only, so `deadcode ./...` lists all
+// of it; `deadcode -test ./...` does not.
 package testenv
 
 import (

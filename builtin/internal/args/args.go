@@ -64,15 +64,48 @@ func Schema(required []string, props string) json.RawMessage {
 	return json.RawMessage(`{"type":"object","properties":{` + props + `},"required":` + string(req) + `,"additionalProperties":false}`)
 }
 
-// Timeout turns a call's timeout_secs into its time limit: def when the
-// call gives none (0 or less), else the time asked for, at most max.
-func Timeout(secs float64, def, max time.Duration) time.Duration {
-	if secs <= 0 {
-		return def
+// Timeouts are a tool's time limits: Default when a call gives no
+// timeout_secs, at most Max. Tools keep them in their options and fill them
+// with WithDefaults.
+type Timeouts struct {
+	Default, Max time.Duration
+}
+
+// WithDefaults returns t with zero (or negative) fields set to def and max,
+// and Max raised to Default when below it.
+func (t Timeouts) WithDefaults(def, max time.Duration) Timeouts {
+	if t.Default <= 0 {
+		t.Default = def
+	}
+	if t.Max <= 0 {
+		t.Max = max
+	}
+	if t.Max < t.Default {
+		t.Max = t.Default
+	}
+	return t
+}
+
+// Prop is the "timeout_secs" property of a tool's input schema; what
+// begins its description ("Time limit in seconds"), the defaults end it.
+func (t Timeouts) Prop(what string) string {
+	return fmt.Sprintf(`"timeout_secs":{"type":"number","minimum":0,"maximum":%d,"description":"%s (default %d, at most %d)"}`,
+		int(t.Max/time.Second), what, int(t.Default/time.Second), int(t.Max/time.Second))
+}
+
+// Call turns a call's timeout_secs into its time limit: Default when the
+// call gives 0, else the time asked for, at most Max. A negative value is
+// an error of kind KindInvalid.
+func (t Timeouts) Call(tool string, secs float64) (time.Duration, error) {
+	if secs < 0 {
+		return 0, armory.E(tool, armory.KindInvalid, "timeout_secs must be 0 or more")
+	}
+	if secs == 0 {
+		return t.Default, nil
 	}
 	d := time.Duration(secs * float64(time.Second))
-	if d > max || d <= 0 {
-		d = max
+	if d > t.Max || d <= 0 {
+		d = t.Max
 	}
-	return d
+	return d, nil
 }

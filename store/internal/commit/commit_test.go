@@ -65,8 +65,11 @@ func TestBatcherGroupsAndIsolatesFailures(t *testing.T) {
 	if len(m.recs) != 196 {
 		t.Fatalf("%d records committed, want 196", len(m.recs))
 	}
-	if err := audit.Verify(audit.Records(m.recs)); err != nil {
-		t.Fatal(err)
+	v := audit.NewVerifier(audit.Head{})
+	for _, r := range m.recs {
+		if err := v.Add(r); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, n := range m.batches {
 		if n > 16 {

@@ -1,6 +1,4 @@
-// Package dirsnap records a folder tree as text, for tests that prove an
-// attack changed nothing outside the agent's workspace.
-package dirsnap
+package testenv
 
 import (
 	"fmt"
@@ -11,9 +9,9 @@ import (
 	"testing"
 )
 
-// Of returns every path under dir with its content (files) or "/"
+// Snapshot returns every path under dir with its content (files) or "/"
 // (folders) or "->target" (links), to prove that nothing changed.
-func Of(t testing.TB, dir string) string {
+func Snapshot(t testing.TB, dir string) string {
 	t.Helper()
 	var lines []string
 	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
