@@ -55,6 +55,8 @@ func Run(t *testing.T, open Opener) {
 		{"AdmitInvalidAndClosed", testAdmitInvalid},
 		{"AdmitMixedWithAppend", testAdmitMixedWithAppend},
 		{"AdmitNoSync", testAdmitNoSync},
+		{"AdmitFinishExactTwoStores", testAdmitFinishExact},
+		{"AdmitFinishDurability", testAdmitFinishDurability},
 		{"AdmitRepeatTwoStores", testAdmitRepeatTwoStores},
 		{"SessionGenerations", testSessionGenerations},
 		{"ReleaseTwoStores", testRelease},
