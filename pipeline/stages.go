@@ -308,10 +308,18 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	if s.admit == nil {
 		return nil, p.appendAudit(ctx, rec)
 	}
+	return p.admitRun(ctx, s, rec, nil)
+}
+
+// admitRun takes the session caps the caps stage computed with the call's
+// start record rec and, when fin is not nil, its finish record in the same
+// commit (an effect-free call admitted after it ran). It returns a refusal
+// when a cap is reached, as admitStart does, or the store's error.
+func (p *Pipeline) admitRun(ctx context.Context, s *state, rec, fin *audit.Record) (*refusal, error) {
 	req := s.admit
-	req.Record = rec
+	req.Record, req.Finish = rec, fin
 	res, err := p.st.Admit(ctx, req)
-	req.Record = nil
+	req.Record, req.Finish = nil, nil
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +340,9 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	}
 	if p.opts.AfterAudit != nil {
 		p.opts.AfterAudit(rec)
+		if fin != nil {
+			p.opts.AfterAudit(fin)
+		}
 	}
 	return nil, nil
 }
