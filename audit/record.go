@@ -163,17 +163,29 @@ func (r *Record) Normalize() {
 	r.Tool = cleanString(r.Tool)
 	r.Args = normalizeArgs(r.Args)
 	if len(r.Stages) > 0 {
-		st := make([]Stage, len(r.Stages))
-		for i, s := range r.Stages {
-			st[i] = Stage{Name: cleanString(s.Name), Decision: cleanString(s.Decision)}
-			if len(s.Reasons) > 0 {
-				st[i].Reasons = make([]string, len(s.Reasons))
-				for j, re := range s.Reasons {
-					st[i].Reasons[j] = cleanString(re)
+		if !stagesClean(r.Stages) {
+			st := make([]Stage, len(r.Stages))
+			for i, s := range r.Stages {
+				st[i] = Stage{Name: cleanString(s.Name), Decision: cleanString(s.Decision)}
+				if len(s.Reasons) > 0 {
+					st[i].Reasons = make([]string, len(s.Reasons))
+					for j, re := range s.Reasons {
+						st[i].Reasons[j] = cleanString(re)
+					}
+				}
+			}
+			r.Stages = st
+		} else {
+			// Already clean: kept as they are (an empty Reasons becomes
+			// nil, as a copy would make it, without touching the caller's
+			// slice).
+			for i := range r.Stages {
+				if r.Stages[i].Reasons != nil && len(r.Stages[i].Reasons) == 0 {
+					r.Stages = stagesWithNilReasons(r.Stages)
+					break
 				}
 			}
 		}
-		r.Stages = st
 	} else {
 		r.Stages = nil
 	}
@@ -185,6 +197,37 @@ func (r *Record) Normalize() {
 	r.Justification = cleanString(r.Justification)
 	r.PrevHash = cleanString(r.PrevHash)
 }
+
+// stagesClean reports whether every string of st is already clean
+// (cleanString would return it unchanged).
+func stagesClean(st []Stage) bool {
+	for _, s := range st {
+		if !isClean(s.Name) || !isClean(s.Decision) {
+			return false
+		}
+		for _, re := range s.Reasons {
+			if !isClean(re) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stagesWithNilReasons returns a copy of st (sharing the non-empty Reasons)
+// in which every empty Reasons is nil.
+func stagesWithNilReasons(st []Stage) []Stage {
+	out := make([]Stage, len(st))
+	copy(out, st)
+	for i := range out {
+		if len(out[i].Reasons) == 0 {
+			out[i].Reasons = nil
+		}
+	}
+	return out
+}
+
+func isClean(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 func cleanString(s string) string {
 	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
