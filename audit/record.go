@@ -255,6 +255,9 @@ func normalizeArgs(a json.RawMessage) json.RawMessage {
 	// The canonical form is what json.Marshal produces for a RawMessage:
 	// compact, with <, >, &, U+2028 and U+2029 escaped. Any later
 	// json.Marshal of the record therefore reproduces it byte for byte.
+	if canonicalJSON(a) {
+		return a
+	}
 	out, err := json.Marshal(json.RawMessage(a))
 	if err != nil {
 		b, _ := json.Marshal(string(a))
@@ -264,6 +267,36 @@ func normalizeArgs(a json.RawMessage) json.RawMessage {
 		return a
 	}
 	return out
+}
+
+// canonicalJSON reports whether valid JSON a is already what json.Marshal
+// writes for it as a RawMessage: no white space outside strings, and none
+// of the characters it escapes (<, >, &, U+2028, U+2029) anywhere.
+func canonicalJSON(a []byte) bool {
+	in, esc := false, false
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xE2 && i+2 < len(a) && a[i+1] == 0x80 && (a[i+2] == 0xA8 || a[i+2] == 0xA9):
+			return false
+		case in:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // Seal normalizes r, links it after prev (Seq = prev.Seq+1, PrevHash =

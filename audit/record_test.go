@@ -216,3 +216,51 @@ func TestChainErrorFormat(t *testing.T) {
 		t.Fatal("wrap lost seq")
 	}
 }
+
+// canonicalJSON says "already canonical" only for what json.Marshal would
+// write unchanged, and says it for everything json.Marshal writes.
+func TestCanonicalJSON(t *testing.T) {
+	inputs := []string{
+		`{"a":1}`, `{"a": 1}`, `{"a":"x y"}`, `{"a":"x\ty"}`, `{"a":"<b>"}`, `{"a":"\u003cb\u003e"}`,
+		`{"a":"&"}`, "{\"a\":\"\u2028\"}", "{\"a\":\"\u2029\"}", `{"a":"\u2028"}`, `{"a":"q\"uote"}`,
+		`{"a":"back\\"}`, `{"a":"back\\", "b":2}`, `{"a":"back\\","b":2}`, `[1,2,3]`, `[1, 2]`, "[\n1]",
+		`"str"`, `  "str"`, `"str"  `, `null`, `{"k":{"n":[true,false,null,1.5e3,-0]}}`, `{"a":"é"}`,
+		`{"a":"\"}"}`, `{"a":"\\\"","b":"<"}`, `{"a":"\\\\"}`, `{"\u00e9":1}`,
+	}
+	values := []any{map[string]any{"a": "<&>", "b": []any{1, "x y", "\u2028"}}, "q\"\\", 3.25, []string{"a", "b c"}}
+	for _, v := range values {
+		b, _ := json.Marshal(v)
+		inputs = append(inputs, string(b))
+		if !canonicalJSON(b) {
+			t.Errorf("json.Marshal output %s not seen as canonical", b)
+		}
+	}
+	for _, in := range inputs {
+		if !json.Valid([]byte(in)) {
+			t.Fatalf("test input %q is not valid JSON", in)
+		}
+		m, _ := json.Marshal(json.RawMessage(in))
+		if canonicalJSON([]byte(in)) && string(m) != in {
+			t.Errorf("%q seen as canonical, but json.Marshal writes %q", in, m)
+		}
+		if got := normalizeArgs(json.RawMessage(in)); string(got) != string(m) {
+			t.Errorf("normalizeArgs(%q) = %q, want %q", in, got, m)
+		}
+	}
+}
+
+// FuzzCanonicalJSON: whatever valid JSON canonicalJSON accepts, json.Marshal
+// writes unchanged.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":"x\\"}`, `["<",{"b":" "}]`, `"\u2028"`, "{\"a\":\"\u2029\"}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) || !canonicalJSON([]byte(in)) {
+			return
+		}
+		if m, _ := json.Marshal(json.RawMessage(in)); string(m) != in {
+			t.Fatalf("%q seen as canonical, but json.Marshal writes %q", in, m)
+		}
+	})
+}
