@@ -328,7 +328,11 @@ func (p *Pipeline) refuse(ctx context.Context, s *state, r *refusal) Outcome {
 }
 
 func reasonsOf(stages []audit.Stage) []string {
-	out := []string{}
+	n := 0
+	for _, st := range stages {
+		n += len(st.Reasons)
+	}
+	out := make([]string, 0, n)
 	for _, st := range stages {
 		for _, r := range st.Reasons {
 			out = append(out, st.Name+": "+r)

@@ -235,7 +235,8 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 			return refuse(audit.StatusBlocked, armory.KindBlocked, "%s %s", msg, justifyHint)
 		}
 	}
-	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second}
+	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second,
+		Acquire: make([]store.Acquisition, 0, 5)}
 	if s.unnamed {
 		req.MaxRuntime = 0 // an unnamed session ends by idling instead
 	}
