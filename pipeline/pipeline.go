@@ -345,9 +345,10 @@ func reasonsOf(stages []audit.Stage) []string {
 // returns the outcome once that entry is durable.
 //
 // A call whose tool cannot change anything (effectFree) and that streams
-// nothing is admitted after it ran instead: the caps stage checked its caps,
-// the tool runs, and its admission, start and finish entries commit in one
-// transaction (store.AdmitRequest.Finish). If the admission is refused then
+// nothing is admitted after it ran instead: every stage has passed (the caps
+// stage computed its admission), the tool runs, and its admission, start and
+// finish entries commit in one transaction (store.AdmitRequest.Finish), where
+// the store decides the caps and loop detection as for any admission. If the admission is refused then
 // (a concurrent call took the last unit of a cap), the result is discarded
 // and the call is refused exactly as it would have been before running; the
 // trail holds only what an admission before the run would have left.
