@@ -163,17 +163,29 @@ func (r *Record) Normalize() {
 	r.Tool = cleanString(r.Tool)
 	r.Args = normalizeArgs(r.Args)
 	if len(r.Stages) > 0 {
-		st := make([]Stage, len(r.Stages))
-		for i, s := range r.Stages {
-			st[i] = Stage{Name: cleanString(s.Name), Decision: cleanString(s.Decision)}
-			if len(s.Reasons) > 0 {
-				st[i].Reasons = make([]string, len(s.Reasons))
-				for j, re := range s.Reasons {
-					st[i].Reasons[j] = cleanString(re)
+		if !stagesClean(r.Stages) {
+			st := make([]Stage, len(r.Stages))
+			for i, s := range r.Stages {
+				st[i] = Stage{Name: cleanString(s.Name), Decision: cleanString(s.Decision)}
+				if len(s.Reasons) > 0 {
+					st[i].Reasons = make([]string, len(s.Reasons))
+					for j, re := range s.Reasons {
+						st[i].Reasons[j] = cleanString(re)
+					}
+				}
+			}
+			r.Stages = st
+		} else {
+			// Already clean: kept as they are (an empty Reasons becomes
+			// nil, as a copy would make it, without touching the caller's
+			// slice).
+			for i := range r.Stages {
+				if r.Stages[i].Reasons != nil && len(r.Stages[i].Reasons) == 0 {
+					r.Stages = stagesWithNilReasons(r.Stages)
+					break
 				}
 			}
 		}
-		r.Stages = st
 	} else {
 		r.Stages = nil
 	}
@@ -185,6 +197,37 @@ func (r *Record) Normalize() {
 	r.Justification = cleanString(r.Justification)
 	r.PrevHash = cleanString(r.PrevHash)
 }
+
+// stagesClean reports whether every string of st is already clean
+// (cleanString would return it unchanged).
+func stagesClean(st []Stage) bool {
+	for _, s := range st {
+		if !isClean(s.Name) || !isClean(s.Decision) {
+			return false
+		}
+		for _, re := range s.Reasons {
+			if !isClean(re) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stagesWithNilReasons returns a copy of st (sharing the non-empty Reasons)
+// in which every empty Reasons is nil.
+func stagesWithNilReasons(st []Stage) []Stage {
+	out := make([]Stage, len(st))
+	copy(out, st)
+	for i := range out {
+		if len(out[i].Reasons) == 0 {
+			out[i].Reasons = nil
+		}
+	}
+	return out
+}
+
+func isClean(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 func cleanString(s string) string {
 	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
@@ -212,6 +255,9 @@ func normalizeArgs(a json.RawMessage) json.RawMessage {
 	// The canonical form is what json.Marshal produces for a RawMessage:
 	// compact, with <, >, &, U+2028 and U+2029 escaped. Any later
 	// json.Marshal of the record therefore reproduces it byte for byte.
+	if canonicalJSON(a) {
+		return a
+	}
 	out, err := json.Marshal(json.RawMessage(a))
 	if err != nil {
 		b, _ := json.Marshal(string(a))
@@ -221,6 +267,36 @@ func normalizeArgs(a json.RawMessage) json.RawMessage {
 		return a
 	}
 	return out
+}
+
+// canonicalJSON reports whether valid JSON a is already what json.Marshal
+// writes for it as a RawMessage: no white space outside strings, and none
+// of the characters it escapes (<, >, &, U+2028, U+2029) anywhere.
+func canonicalJSON(a []byte) bool {
+	in, esc := false, false
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xE2 && i+2 < len(a) && a[i+1] == 0x80 && (a[i+2] == 0xA8 || a[i+2] == 0xA9):
+			return false
+		case in:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // Seal normalizes r, links it after prev (Seq = prev.Seq+1, PrevHash =

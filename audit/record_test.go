@@ -112,6 +112,33 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
+// Clean stages are kept, not copied (the committer normalizes its own copy
+// of every record); an empty Reasons still becomes nil, in a copy, and the
+// hash is the same either way.
+func TestNormalizeKeepsCleanStages(t *testing.T) {
+	st := []Stage{{Name: "lookup", Decision: "ok", Reasons: []string{"found"}}, {Name: "caps", Decision: "ok"}}
+	r := &Record{Time: time.Unix(1, 0), Args: json.RawMessage(`{"a":1}`), Stages: st}
+	r.Normalize()
+	if &r.Stages[0] != &st[0] {
+		t.Fatal("clean stages were copied")
+	}
+	bare := &Record{Time: time.Unix(1, 0), Args: r.Args}
+	if n, m := testing.AllocsPerRun(100, func() { r.Normalize() }), testing.AllocsPerRun(100, func() { bare.Normalize() }); n != m {
+		t.Fatalf("Normalize allocates %v times with clean stages, %v without", n, m)
+	}
+	empty := []Stage{{Name: "caps", Decision: "ok", Reasons: []string{}}}
+	e := &Record{Time: time.Unix(1, 0), Stages: empty}
+	e.Normalize()
+	if e.Stages[0].Reasons != nil || empty[0].Reasons == nil {
+		t.Fatalf("empty reasons: %#v (caller's %#v)", e.Stages[0].Reasons, empty[0].Reasons)
+	}
+	n := &Record{Time: time.Unix(1, 0), Stages: []Stage{{Name: "caps", Decision: "ok"}}}
+	n.Normalize()
+	if e.ComputeHash() != n.ComputeHash() {
+		t.Fatal("empty and nil reasons hash differently")
+	}
+}
+
 func TestHashCoversEveryField(t *testing.T) {
 	base := sampleRecord(1)
 	base.ApprovalID, base.DecidedBy = "ap1", "bob"
@@ -188,4 +215,52 @@ func TestChainErrorFormat(t *testing.T) {
 	if !strings.Contains(fmt.Sprintf("%v", fmt.Errorf("wrap: %w", err)), "seq 17") {
 		t.Fatal("wrap lost seq")
 	}
+}
+
+// canonicalJSON says "already canonical" only for what json.Marshal would
+// write unchanged, and says it for everything json.Marshal writes.
+func TestCanonicalJSON(t *testing.T) {
+	inputs := []string{
+		`{"a":1}`, `{"a": 1}`, `{"a":"x y"}`, `{"a":"x\ty"}`, `{"a":"<b>"}`, `{"a":"\u003cb\u003e"}`,
+		`{"a":"&"}`, "{\"a\":\"\u2028\"}", "{\"a\":\"\u2029\"}", `{"a":"\u2028"}`, `{"a":"q\"uote"}`,
+		`{"a":"back\\"}`, `{"a":"back\\", "b":2}`, `{"a":"back\\","b":2}`, `[1,2,3]`, `[1, 2]`, "[\n1]",
+		`"str"`, `  "str"`, `"str"  `, `null`, `{"k":{"n":[true,false,null,1.5e3,-0]}}`, `{"a":"é"}`,
+		`{"a":"\"}"}`, `{"a":"\\\"","b":"<"}`, `{"a":"\\\\"}`, `{"\u00e9":1}`,
+	}
+	values := []any{map[string]any{"a": "<&>", "b": []any{1, "x y", "\u2028"}}, "q\"\\", 3.25, []string{"a", "b c"}}
+	for _, v := range values {
+		b, _ := json.Marshal(v)
+		inputs = append(inputs, string(b))
+		if !canonicalJSON(b) {
+			t.Errorf("json.Marshal output %s not seen as canonical", b)
+		}
+	}
+	for _, in := range inputs {
+		if !json.Valid([]byte(in)) {
+			t.Fatalf("test input %q is not valid JSON", in)
+		}
+		m, _ := json.Marshal(json.RawMessage(in))
+		if canonicalJSON([]byte(in)) && string(m) != in {
+			t.Errorf("%q seen as canonical, but json.Marshal writes %q", in, m)
+		}
+		if got := normalizeArgs(json.RawMessage(in)); string(got) != string(m) {
+			t.Errorf("normalizeArgs(%q) = %q, want %q", in, got, m)
+		}
+	}
+}
+
+// FuzzCanonicalJSON: whatever valid JSON canonicalJSON accepts, json.Marshal
+// writes unchanged.
+func FuzzCanonicalJSON(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":"x\\"}`, `["<",{"b":" "}]`, `"\u2028"`, "{\"a\":\"\u2029\"}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		if !json.Valid([]byte(in)) || !canonicalJSON([]byte(in)) {
+			return
+		}
+		if m, _ := json.Marshal(json.RawMessage(in)); string(m) != in {
+			t.Fatalf("%q seen as canonical, but json.Marshal writes %q", in, m)
+		}
+	})
 }

@@ -3,7 +3,7 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
-	"io"
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -54,110 +54,265 @@ func quote(s string) json.RawMessage {
 	return b
 }
 
-type frame struct {
-	obj     bool // object (else array)
-	n       int  // members/elements written
-	wantKey bool // object: next token is a key
-}
-
-// redactJSON re-emits a valid JSON document token by token, so that order is
-// kept and memory stays proportional to the nesting depth, not to a parse
-// tree.
+// redactJSON re-emits a valid JSON document (json.Valid, so nesting is at
+// most encoding/json's 10,000 levels) value by value, in one pass over its
+// bytes: order is kept, white space dropped, numbers and literals copied as
+// written, every key and string decoded, redacted and cut, then written as
+// json.Marshal writes a string. Memory stays proportional to the output and
+// the nesting depth. Strings without escapes that need none are copied
+// without decoding (the common case); FuzzRedactJSON holds the output to
+// the token-by-token re-encoder this replaced, byte for byte.
 func redactJSON(in []byte) (json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(in))
-	dec.UseNumber()
-	out := make([]byte, 0, len(in)+16)
-	var stack []frame
-	afterValue := func() {
-		if len(stack) > 0 && stack[len(stack)-1].obj {
-			stack[len(stack)-1].wantKey = true
-		}
+	r := redactor{in: in, out: make([]byte, 0, len(in)+16)}
+	i, err := r.value(skipSpace(in, 0))
+	if err != nil {
+		return nil, err
 	}
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if top.obj && top.wantKey {
-				if tok == json.Delim('}') {
-					out = append(out, '}')
-					stack = stack[:len(stack)-1]
-					afterValue()
-					continue
-				}
-				key, _ := tok.(string)
-				if top.n > 0 {
-					out = append(out, ',')
-				}
-				top.n++
-				out = append(out, quote(Cut(key, MaxArgString))...)
-				out = append(out, ':')
-				top.wantKey = false
-				if IsSecretKey(key) {
-					if err := skipValue(dec); err != nil {
-						return nil, err
-					}
-					out = append(out, quote(Redacted)...)
-					top.wantKey = true
-				}
-				continue
-			}
-			if !top.obj {
-				if tok == json.Delim(']') {
-					out = append(out, ']')
-					stack = stack[:len(stack)-1]
-					afterValue()
-					continue
-				}
-				if top.n > 0 {
-					out = append(out, ',')
-				}
-				top.n++
-			}
-		}
-		switch v := tok.(type) {
-		case json.Delim:
-			out = append(out, byte(v))
-			stack = append(stack, frame{obj: v == '{', wantKey: v == '{'})
-			continue
-		case string:
-			out = append(out, quote(Cut(RedactText(v), MaxArgString))...)
-		case json.Number:
-			out = append(out, v...)
-		case bool:
-			out = strconv.AppendBool(out, v)
-		case nil:
-			out = append(out, "null"...)
-		}
-		afterValue()
+	if skipSpace(in, i) != len(in) {
+		return nil, errors.New("audit: redact: data after the JSON value")
 	}
-	return out, nil
+	return r.out, nil
 }
 
-// skipValue consumes one complete value from dec.
-func skipValue(dec *json.Decoder) error {
-	depth := 0
-	for {
-		tok, err := dec.Token()
+type redactor struct {
+	in, out []byte
+}
+
+var errRedactSyntax = errors.New("audit: redact: invalid JSON")
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// value writes the value at in[i] and returns the index after it.
+func (r *redactor) value(i int) (int, error) {
+	if i >= len(r.in) {
+		return 0, errRedactSyntax
+	}
+	switch c := r.in[i]; {
+	case c == '{':
+		return r.object(i)
+	case c == '[':
+		return r.array(i)
+	case c == '"':
+		s, end, err := r.str(i)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '{' || d == '[' {
-				depth++
-			} else {
-				depth--
+		r.out = appendQuoted(r.out, Cut(RedactText(s), MaxArgString))
+		return end, nil
+	default:
+		end := scalarEnd(r.in, i)
+		if end == i {
+			return 0, errRedactSyntax
+		}
+		r.out = append(r.out, r.in[i:end]...)
+		return end, nil
+	}
+}
+
+func (r *redactor) object(i int) (int, error) {
+	r.out = append(r.out, '{')
+	i = skipSpace(r.in, i+1)
+	if i < len(r.in) && r.in[i] == '}' {
+		r.out = append(r.out, '}')
+		return i + 1, nil
+	}
+	for n := 0; ; n++ {
+		if i >= len(r.in) || r.in[i] != '"' {
+			return 0, errRedactSyntax
+		}
+		key, end, err := r.str(i)
+		if err != nil {
+			return 0, err
+		}
+		if n > 0 {
+			r.out = append(r.out, ',')
+		}
+		r.out = appendQuoted(r.out, Cut(key, MaxArgString))
+		r.out = append(r.out, ':')
+		i = skipSpace(r.in, end)
+		if i >= len(r.in) || r.in[i] != ':' {
+			return 0, errRedactSyntax
+		}
+		i = skipSpace(r.in, i+1)
+		if IsSecretKey(key) {
+			if i, err = valueEnd(r.in, i); err != nil {
+				return 0, err
 			}
+			r.out = appendQuoted(r.out, Redacted)
+		} else if i, err = r.value(i); err != nil {
+			return 0, err
 		}
-		if depth == 0 {
-			return nil
+		i = skipSpace(r.in, i)
+		if i >= len(r.in) {
+			return 0, errRedactSyntax
+		}
+		switch r.in[i] {
+		case ',':
+			i = skipSpace(r.in, i+1)
+		case '}':
+			r.out = append(r.out, '}')
+			return i + 1, nil
+		default:
+			return 0, errRedactSyntax
 		}
 	}
+}
+
+func (r *redactor) array(i int) (int, error) {
+	r.out = append(r.out, '[')
+	i = skipSpace(r.in, i+1)
+	if i < len(r.in) && r.in[i] == ']' {
+		r.out = append(r.out, ']')
+		return i + 1, nil
+	}
+	for n := 0; ; n++ {
+		if n > 0 {
+			r.out = append(r.out, ',')
+		}
+		var err error
+		if i, err = r.value(i); err != nil {
+			return 0, err
+		}
+		i = skipSpace(r.in, i)
+		if i >= len(r.in) {
+			return 0, errRedactSyntax
+		}
+		switch r.in[i] {
+		case ',':
+			i = skipSpace(r.in, i+1)
+		case ']':
+			r.out = append(r.out, ']')
+			return i + 1, nil
+		default:
+			return 0, errRedactSyntax
+		}
+	}
+}
+
+// str decodes the JSON string at in[i] and returns it and the index after
+// it. A string without escapes in valid UTF-8 is its bytes; any other is
+// decoded by encoding/json, as the token re-encoder decoded every string.
+func (r *redactor) str(i int) (string, int, error) {
+	end, escaped := stringEnd(r.in, i)
+	if end < 0 {
+		return "", 0, errRedactSyntax
+	}
+	raw := r.in[i:end]
+	if !escaped && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), end, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", 0, err
+	}
+	return s, end, nil
+}
+
+// stringEnd returns the index after the JSON string starting at b[i] (a
+// quote), -1 when it does not end, and whether it holds an escape.
+func stringEnd(b []byte, i int) (int, bool) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			return j + 1, escaped
+		}
+	}
+	return -1, escaped
+}
+
+// scalarEnd returns the index after the number or literal at b[i].
+func scalarEnd(b []byte, i int) int {
+	j := i
+	for j < len(b) {
+		switch b[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r', ':', '"', '{', '[':
+			return j
+		}
+		j++
+	}
+	return j
+}
+
+// valueEnd returns the index after the value at b[i], without writing it.
+func valueEnd(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errRedactSyntax
+	}
+	switch b[i] {
+	case '"':
+		end, _ := stringEnd(b, i)
+		if end < 0 {
+			return 0, errRedactSyntax
+		}
+		return end, nil
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := stringEnd(b, j)
+				if end < 0 {
+					return 0, errRedactSyntax
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return 0, errRedactSyntax
+	default:
+		end := scalarEnd(b, i)
+		if end == i {
+			return 0, errRedactSyntax
+		}
+		return end, nil
+	}
+}
+
+// appendQuoted appends s as json.Marshal writes a string: as it is between
+// quotes when nothing in it needs escaping, else through json.Marshal.
+func appendQuoted(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' || c >= utf8.RuneSelf {
+			if c >= utf8.RuneSelf && plainUTF8(s[i:]) {
+				break
+			}
+			return append(out, quote(s)...)
+		}
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
+}
+
+// plainUTF8 reports whether s, from its first non-ASCII byte on, is valid
+// UTF-8 without U+2028 or U+2029 and without anything else json.Marshal
+// escapes.
+func plainUTF8(s string) bool {
+	if !utf8.ValidString(s) || strings.Contains(s, "\u2028") || strings.Contains(s, "\u2029") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // Cut returns s unchanged when it is at most max bytes long; otherwise a

@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
@@ -140,4 +142,50 @@ func BenchmarkStreamingCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkPipelineSerial: one caller, one call at a time, so every call
+// pays its own commits (no group commit to share them), in the default
+// durability (strict, SQLite synchronous=FULL). It reports the process's
+// CPU per call (getrusage: user + system, which a loaded machine changes far
+// less than the wall clock) and the commits per call; -benchmem gives the
+// allocations. test.noop cannot change anything (one commit per call);
+// test.write can (two).
+func BenchmarkPipelineSerial(b *testing.B) {
+	for _, tc := range []struct{ agent, tool string }{{"ops", "test.noop"}, {"ops", "test.write"}} {
+		b.Run(tc.tool, func(b *testing.B) {
+			f := newFixture(b)
+			ctx := context.Background()
+			for _, c := range []string{"tool_invocations", "stream_events", "session_runtime"} {
+				f.st.SetLimitOverride(ctx, "serial", c, 1<<40)
+			}
+			cc, _ := f.st.(interface{ CommitCounts() store.CommitCounts })
+			call := func(i int) {
+				o := f.p.Execute(ctx, Call{Agent: tc.agent, Tool: tc.tool, Session: "serial", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+				if o.Status != audit.StatusSuccess {
+					b.Fatal(o.Result)
+				}
+			}
+			call(-1) // warm: the schema, the statements
+			c0 := cc.CommitCounts()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				call(i)
+			}
+			b.StopTimer()
+			c := cc.CommitCounts()
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu_µs/call")
+			b.ReportMetric(float64(c.Durable+c.Relaxed-c0.Durable-c0.Relaxed)/float64(b.N), "commits/call")
+		})
+	}
+}
+
+// cpuTime is the process's CPU time so far (user + system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

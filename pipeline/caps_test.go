@@ -11,6 +11,7 @@ import (
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/sqlite"
 )
 
 func TestInvocationCapAndExtend(t *testing.T) {
@@ -38,28 +39,97 @@ func TestInvocationCapAndExtend(t *testing.T) {
 	}
 }
 
-// 1,000 concurrent calls against a cap of 400 run exactly 400 tools.
+// 1,000 concurrent calls against a cap of 400 run exactly 400 tools, for a
+// tool that can change something (admitted before it runs).
 func TestCapExactUnderConcurrency(t *testing.T) {
 	f := newFixture(t)
 	if err := f.st.SetLimitOverride(context.Background(), "race", "tool_invocations", 400); err != nil {
 		t.Fatal(err)
 	}
+	statuses := raceCalls(f, "ops", "test.write", "race", 1000)
+	if n := f.tools["test.write"].runs.Load(); n != 400 || statuses[audit.StatusSuccess] != 400 || statuses[audit.StatusBlocked] != 600 {
+		t.Fatalf("ran %d tools; statuses %v", n, statuses)
+	}
+	checkRaceTrail(t, f, "race", 400, 600)
+}
+
+// 1,000 concurrent effect-free calls against a cap of 400: each runs its
+// tool first and commits its admission with both records after, so more
+// than 400 tools may run, but exactly 400 calls succeed; the other 600 are
+// refused as before running (their results discarded), the trail holds a
+// start and a success finish for each of the 400 and one blocked finish for
+// each of the 600, and the chain verifies.
+func TestCapExactEffectFreeUnderConcurrency(t *testing.T) {
+	f := newFixture(t)
+	if err := f.st.SetLimitOverride(context.Background(), "race", "tool_invocations", 400); err != nil {
+		t.Fatal(err)
+	}
+	st := f.st.(*sqlite.Store)
+	c0 := st.CommitCounts()
+	statuses := raceCalls(f, "dev", "test.noop", "race", 1000)
+	if n := f.tools["test.noop"].runs.Load(); n < 400 || statuses[audit.StatusSuccess] != 400 || statuses[audit.StatusBlocked] != 600 {
+		t.Fatalf("ran %d tools; statuses %v", n, statuses)
+	}
+	checkRaceTrail(t, f, "race", 400, 600)
+	// Once the cap refused a call of the session, its calls are admitted
+	// before they run again: no more tools run in vain.
+	before := f.tools["test.noop"].runs.Load()
+	for i := range 3 {
+		if o := f.p.Execute(context.Background(), Call{Agent: "dev", Tool: "test.noop", Session: "race", Args: json.RawMessage(fmt.Sprintf(`{"again":%d}`, i))}); o.Status != audit.StatusBlocked {
+			t.Fatalf("past the cap: %+v", o)
+		}
+	}
+	if n := f.tools["test.noop"].runs.Load(); n != before {
+		t.Fatalf("%d more tools ran past the cap", n-before)
+	}
+	c := st.CommitCounts()
+	t.Logf("%d tools ran for 400 admitted calls; commits %+v → %+v", before, c0, c)
+}
+
+func raceCalls(f *fixture, agent, tool, sess string, n int) map[audit.Status]int {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses := map[audit.Status]int{}
-	for i := 0; i < 1000; i++ {
+	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			o := f.p.Execute(context.Background(), Call{Agent: "dev", Tool: "test.noop", Session: "race", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+			o := f.p.Execute(context.Background(), Call{Agent: agent, Tool: tool, Session: sess, Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 			mu.Lock()
 			statuses[o.Status]++
 			mu.Unlock()
 		}(i)
 	}
 	wg.Wait()
-	if n := f.tools["test.noop"].runs.Load(); n != 400 || statuses[audit.StatusSuccess] != 400 || statuses[audit.StatusBlocked] != 600 {
-		t.Fatalf("ran %d tools; statuses %v", n, statuses)
+	return statuses
+}
+
+// checkRaceTrail: the session's trail has a start and a success finish for
+// exactly ok calls, one blocked finish and nothing else for exactly refused
+// calls, and the chain verifies.
+func checkRaceTrail(t *testing.T, f *fixture, sess string, ok, refused int) {
+	t.Helper()
+	recs, err := f.st.ListAudit(context.Background(), store.AuditFilter{Session: sess, Limit: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byCall := map[string][]*audit.Record{}
+	for _, r := range recs {
+		byCall[r.ID] = append(byCall[r.ID], r)
+	}
+	var gotOK, gotRefused int
+	for id, rs := range byCall {
+		switch {
+		case len(rs) == 2 && rs[1].Phase == audit.PhaseStart && rs[0].Phase == audit.PhaseFinish && rs[0].Status == audit.StatusSuccess:
+			gotOK++
+		case len(rs) == 1 && rs[0].Phase == audit.PhaseFinish && rs[0].Status == audit.StatusBlocked:
+			gotRefused++
+		default:
+			t.Fatalf("call %s has records %+v", id, rs)
+		}
+	}
+	if gotOK != ok || gotRefused != refused {
+		t.Fatalf("trail: %d successful calls, %d refused; want %d and %d", gotOK, gotRefused, ok, refused)
 	}
 	if err := f.st.VerifyAudit(context.Background()); err != nil {
 		t.Fatal(err)
@@ -335,5 +405,26 @@ func TestArgsSizeLimit(t *testing.T) {
 	}
 	if n := f.tools["test.noop"].runs.Load(); n != 1 {
 		t.Fatalf("ran %d times", n)
+	}
+}
+
+// The sessions remembered as capped are bounded: past maxCapped the set
+// starts over (a forgotten session runs at most one more effect-free call
+// before its admission refuses it).
+func TestCappedSessionsBounded(t *testing.T) {
+	var c cappedSessions
+	for i := range 3 * maxCapped {
+		c.set(fmt.Sprint("s", i), true)
+		if len(c.m) > maxCapped {
+			t.Fatalf("%d sessions remembered, the bound is %d", len(c.m), maxCapped)
+		}
+	}
+	last := fmt.Sprint("s", 3*maxCapped-1)
+	if !c.has(last) {
+		t.Fatal("the last capped session was forgotten")
+	}
+	c.set(last, false)
+	if c.has(last) {
+		t.Fatal("an admitted session is still capped")
 	}
 }

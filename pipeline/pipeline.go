@@ -74,6 +74,44 @@ type Pipeline struct {
 	// pipeTools implement the host's pipeline tools (roster.PipelineTool),
 	// by name.
 	pipeTools map[string]armory.Tool
+	// capped is the sessions whose last effect-free call admitted after it
+	// ran was refused (run): their next calls are admitted before they run.
+	capped cappedSessions
+}
+
+// maxCapped bounds cappedSessions; when full it is cleared (a session
+// forgotten only runs one more effect-free call before its admission).
+const maxCapped = 4096
+
+// cappedSessions is the sessions in which a cap or loop detection refused
+// an effect-free call after it ran. Such a session's calls go back to being
+// admitted before they run, until one of them is admitted again, so a model
+// that keeps calling past a cap does not keep running tools whose results
+// are discarded: at most the calls in flight when the cap is reached run in
+// vain.
+type cappedSessions struct {
+	mu sync.Mutex
+	m  map[string]struct{}
+}
+
+func (c *cappedSessions) has(sess string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[sess]
+	return ok
+}
+
+func (c *cappedSessions) set(sess string, capped bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case !capped:
+		delete(c.m, sess)
+	case c.m == nil || len(c.m) >= maxCapped:
+		c.m = map[string]struct{}{sess: {}}
+	default:
+		c.m[sess] = struct{}{}
+	}
 }
 
 // New builds the pipeline for h. It implements the tools the host declares
@@ -284,7 +322,11 @@ func (p *Pipeline) refuse(ctx context.Context, s *state, r *refusal) Outcome {
 }
 
 func reasonsOf(stages []audit.Stage) []string {
-	out := []string{}
+	n := 0
+	for _, st := range stages {
+		n += len(st.Reasons)
+	}
+	out := make([]string, 0, n)
 	for _, st := range stages {
 		for _, r := range st.Reasons {
 			out = append(out, st.Name+": "+r)
@@ -295,21 +337,36 @@ func reasonsOf(stages []audit.Stage) []string {
 
 // run writes the start entry, runs the tool, writes the finish entry and
 // returns the outcome once that entry is durable.
+//
+// A call whose tool cannot change anything (effectFree) and that streams
+// nothing is admitted after it ran instead: every stage has passed (the caps
+// stage computed its admission), the tool runs, and its admission, start and
+// finish entries commit in one transaction (store.AdmitRequest.Finish), where
+// the store decides the caps and loop detection as for any admission. If the admission is refused then
+// (a concurrent call took the last unit of a cap), the result is discarded
+// and the call is refused exactly as it would have been before running; the
+// trail holds only what an admission before the run would have left.
 func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome {
 	startRec := p.record(s, audit.PhaseStart, audit.StatusRunning, "")
-	if s.admit != nil {
-		s.admit.NoSync = effectFree(s.man)
-	}
-	r, err := p.admitStart(ctx, s, startRec)
-	if r != nil {
-		return p.refuse(ctx, s, r)
-	}
-	// Fail open only past the audit: a call whose caps could not be taken
-	// (its admission failed) does not run.
-	if err != nil && (!p.opts.AuditFailOpen || s.admit != nil) {
-		s.stage("audit", "block", "the audit entry could not be written, so the call did not run: "+err.Error())
-		return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindUnavailable, Stages: s.stages, Reasons: reasonsOf(s.stages),
-			Result: "The call did not run: its audit entry could not be written. Try again later."}
+	eligible := s.admit != nil && effectFree(s.man) && s.c.Progress == nil
+	capped := eligible && p.capped.has(s.c.Session)
+	late := eligible && !capped
+	if !late {
+		if s.admit != nil {
+			s.admit.NoSync = effectFree(s.man)
+		}
+		r, err := p.admitStart(ctx, s, startRec)
+		if r != nil {
+			return p.refuse(ctx, s, r)
+		}
+		if capped && err == nil {
+			p.capped.set(s.c.Session, false)
+		}
+		// Fail open only past the audit: a call whose caps could not be taken
+		// (its admission failed) does not run.
+		if err != nil && (!p.opts.AuditFailOpen || s.admit != nil) {
+			return p.auditFailed(s, err)
+		}
 	}
 	tctx, meter, progress := p.meter(ctx, s)
 	inv := armory.Invocation{Args: s.c.Args, Agent: s.ag.Env, Progress: progress}
@@ -340,12 +397,34 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 	}
 	fin := p.record(s, audit.PhaseFinish, status, res.Text)
 	fin.DecidedBy = decidedBy
+	if late {
+		// Admission, start and finish in one durable commit, even when the
+		// caller has gone away (the tool has run; the trail says so).
+		r, err := p.admitRun(context.WithoutCancel(ctx), s, startRec, fin)
+		if r != nil {
+			p.capped.set(s.c.Session, true)
+			return p.refuse(ctx, s, r)
+		}
+		if err != nil {
+			return p.auditFailed(s, err)
+		}
+		return o
+	}
 	// The finish entry must be durable before the result is returned, even
 	// when the caller has gone away.
 	if err := p.appendAudit(context.WithoutCancel(ctx), fin); err != nil {
 		o.Reasons = append(o.Reasons, "audit: the finish entry could not be written: "+err.Error())
 	}
 	return o
+}
+
+// auditFailed is the outcome of a call whose admission could not be
+// committed: it did not run, or (an effect-free call admitted after it ran)
+// its result is not returned.
+func (p *Pipeline) auditFailed(s *state, err error) Outcome {
+	s.stage("audit", "block", "the audit entry could not be written, so the call did not run: "+err.Error())
+	return Outcome{CallID: s.id, Status: audit.StatusError, Kind: armory.KindUnavailable, Stages: s.stages, Reasons: reasonsOf(s.stages),
+		Result: "The call did not run: its audit entry could not be written. Try again later."}
 }
 
 // safeExecute turns a panicking tool into a failed result.

@@ -348,28 +348,41 @@ func TestSessionNameBounded(t *testing.T) {
 	}
 }
 
-// Only the start record of a tool that cannot change anything is committed
-// without an fsync of its own (store.AdmitRequest.NoSync); every finish
-// record, and the start record of every other tool, is durable.
-func TestEffectFreeStartIsTheOnlyRelaxedCommit(t *testing.T) {
+// A call of a tool that cannot change anything commits once: its
+// admission, start and finish records in one durable commit
+// (store.AdmitRequest.Finish); with a progress listener (a streaming call,
+// admitted before it runs) its start record is committed without an fsync
+// of its own (store.AdmitRequest.NoSync). Every other tool's start and
+// finish records are two durable commits.
+func TestEffectFreeCallCommitsOnce(t *testing.T) {
 	f := newFixture(t)
 	st := f.st.(*sqlite.Store)
 	for _, tc := range []struct {
 		agent, tool, args string
-		relaxed           int64
+		progress          bool
+		relaxed, durable  int64
 	}{
-		{"dev", "test.noop", `{}`, 1},
-		{"dev", "test.args", `{"n":1}`, 1},
-		{"ops", "test.write", `{"path":"a","content":"x"}`, 0},
-		{"ops", "test.shell", `{"command":"ls"}`, 0},
+		{"dev", "test.noop", `{}`, false, 0, 1},
+		{"dev", "test.args", `{"n":1}`, false, 0, 1},
+		{"dev", "test.args", `{"n":2}`, true, 1, 1},
+		{"ops", "test.write", `{"path":"a","content":"x"}`, false, 0, 2},
+		{"ops", "test.shell", `{"command":"ls"}`, false, 0, 2},
 	} {
 		c0 := st.CommitCounts()
-		if o := f.call(tc.agent, tc.tool, tc.args); o.Status != audit.StatusSuccess {
+		c := Call{Agent: tc.agent, Tool: tc.tool, Session: "commits", Args: json.RawMessage(tc.args)}
+		if tc.progress {
+			c.Progress = func(string) {}
+		}
+		o := f.p.Execute(context.Background(), c)
+		if o.Status != audit.StatusSuccess {
 			t.Fatalf("%s: %+v", tc.tool, o)
 		}
-		c := st.CommitCounts()
-		if c.Relaxed-c0.Relaxed != tc.relaxed || c.Durable-c0.Durable != 2-tc.relaxed {
-			t.Errorf("%s: commits %+v → %+v, want %d relaxed of 2", tc.tool, c0, c, tc.relaxed)
+		c1 := st.CommitCounts()
+		if c1.Relaxed-c0.Relaxed != tc.relaxed || c1.Durable-c0.Durable != tc.durable {
+			t.Errorf("%s: commits %+v → %+v, want %d relaxed and %d durable", tc.tool, c0, c1, tc.relaxed, tc.durable)
+		}
+		if recs := f.records(t, o.CallID); len(recs) != 2 || recs[0].Phase != audit.PhaseStart || recs[1].Phase != audit.PhaseFinish || recs[1].Seq != recs[0].Seq+1 {
+			t.Errorf("%s: records %+v", tc.tool, recs)
 		}
 	}
 	if err := f.st.VerifyAudit(context.Background()); err != nil {

@@ -235,7 +235,8 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 			return refuse(audit.StatusBlocked, armory.KindBlocked, "%s %s", msg, justifyHint)
 		}
 	}
-	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second}
+	req := &store.AdmitRequest{Session: sess, MaxRuntime: time.Duration(p.Limit(s.ag, world.LimitSessionRuntime)) * time.Second,
+		Acquire: make([]store.Acquisition, 0, 5)}
 	if s.unnamed {
 		req.MaxRuntime = 0 // an unnamed session ends by idling instead
 	}
@@ -308,10 +309,18 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	if s.admit == nil {
 		return nil, p.appendAudit(ctx, rec)
 	}
+	return p.admitRun(ctx, s, rec, nil)
+}
+
+// admitRun takes the session caps the caps stage computed with the call's
+// start record rec and, when fin is not nil, its finish record in the same
+// commit (an effect-free call admitted after it ran). It returns a refusal
+// when a cap is reached, as admitStart does, or the store's error.
+func (p *Pipeline) admitRun(ctx context.Context, s *state, rec, fin *audit.Record) (*refusal, error) {
 	req := s.admit
-	req.Record = rec
+	req.Record, req.Finish = rec, fin
 	res, err := p.st.Admit(ctx, req)
-	req.Record = nil
+	req.Record, req.Finish = nil, nil
 	if err != nil {
 		return nil, err
 	}
@@ -332,6 +341,9 @@ func (p *Pipeline) admitStart(ctx context.Context, s *state, rec *audit.Record) 
 	}
 	if p.opts.AfterAudit != nil {
 		p.opts.AfterAudit(rec)
+		if fin != nil {
+			p.opts.AfterAudit(fin)
+		}
 	}
 	return nil, nil
 }

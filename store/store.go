@@ -172,8 +172,9 @@ type Admission interface {
 	// detection across processes: before the acquisitions, refused with
 	// Hit.Counter RepetitionCounter) and, on admission, records the
 	// session's last activity (counter ActivityCounter, Unix µs of the
-	// batch). On admission req.Record receives its
-	// committed form, as with AppendAudit. If ctx ends first Admit returns
+	// batch). On admission req.Record (and req.Finish, appended right
+	// after it in the same transaction) receives its committed form, as
+	// with AppendAudit. If ctx ends first Admit returns
 	// ctx.Err(), and the admission may still be committed. Errors:
 	// ErrInvalid (nil Record, an acquisition with N < 0 or no counter, a
 	// negative MaxRuntime), ErrClosed, or the database error of the batch.
@@ -341,7 +342,15 @@ const LimitSessionRuntime = "session_runtime"
 type AdmitRequest struct {
 	Session string
 	// Record is the call's start record, sealed and appended on admission.
-	Record  *audit.Record
+	Record *audit.Record
+	// Finish, when set, is the call's finish record, appended right after
+	// Record in the same transaction, and only on admission: a call whose
+	// tool cannot change anything runs before it is admitted and commits
+	// its admission, start and finish at once (one commit instead of two).
+	// Refused, neither record is appended. On admission Finish receives its
+	// committed form too. The commit is durable unless NoSync (which then
+	// covers both records).
+	Finish  *audit.Record
 	Acquire []Acquisition
 	// MaxRuntime is the session's runtime limit; 0 means no runtime cap.
 	// The session's override "session_runtime" (seconds) replaces it.

@@ -405,11 +405,10 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 			if err := ledger.Decide(e.Admit); err != nil {
 				return head, 0, fmt.Errorf("admit: %w", err)
 			}
-			if !e.Admit.Result.Admitted {
-				continue
-			}
 		}
-		n++
+		if e.Appended() {
+			n++
+		}
 	}
 	var (
 		seq, timeUS, dur = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
@@ -419,7 +418,7 @@ func (s *Store) commitBatch(ctx context.Context, conn *pgxpool.Conn, entries []c
 		cols[i] = make([]string, 0, n)
 	}
 	for _, e := range entries {
-		if e.Admit != nil && !e.Admit.Result.Admitted {
+		if !e.Appended() {
 			continue
 		}
 		rec, stages := e.Rec, e.Stages

@@ -494,9 +494,9 @@ func (s *Store) write(ctx context.Context, db interface {
 			if err := ledger.Decide(e.Admit); err != nil {
 				return fmt.Errorf("sqlite: admit: %w", err)
 			}
-			if !e.Admit.Result.Admitted {
-				continue
-			}
+		}
+		if !e.Appended() {
+			continue
 		}
 		head = e.Rec.Chain(head)
 		recs = append(recs, e)

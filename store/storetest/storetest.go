@@ -65,6 +65,8 @@ func Run(t *testing.T, open Opener) {
 			{"InvalidAndClosed", testAdmitInvalid},
 			{"MixedWithAppend", testAdmitMixedWithAppend},
 			{"NoSync", testAdmitNoSync},
+			{"FinishExactTwoStores", testAdmitFinishExact},
+			{"FinishDurability", testAdmitFinishDurability},
 			{"RepeatTwoStores", testAdmitRepeatTwoStores},
 			{"CacheTwoStoresAlternate", testCacheTwoStoresAlternate},
 			{"CacheWritesBetweenBatches", testCacheWritesBetweenBatches},

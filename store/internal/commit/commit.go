@@ -24,6 +24,17 @@ type Entry struct {
 	// NoSync: this entry does not need its commit to reach stable storage
 	// before its caller goes on (store.AdmitRequest.NoSync).
 	NoSync bool
+	// Of is set on a finish record queued with its admission
+	// (store.AdmitRequest.Finish): it follows that admission's entry in the
+	// same batch and is appended only when the admission was admitted.
+	Of *Admission
+}
+
+// Appended reports whether the flush appends e's record, once every
+// admission before it in the batch has been decided: not for a refused
+// admission, nor for the finish record of one.
+func (e *Entry) Appended() bool {
+	return (e.Admit == nil || e.Admit.Result.Admitted) && (e.Of == nil || e.Of.Result.Admitted)
 }
 
 // Durable reports whether a batch must be committed durably (fsync): when
@@ -61,8 +72,21 @@ type Batcher struct {
 }
 
 type request struct {
-	e    Entry // holds the batcher's own copy of the record
+	e Entry // holds the batcher's own copy of the record
+	// fin is an admission's finish record (store.AdmitRequest.Finish),
+	// flushed right after e in the same batch; fin.Rec is nil without one.
+	fin  Entry
 	done chan error
+}
+
+// entries appends r's entries (one, or an admission and its finish record)
+// to dst.
+func (r *request) entries(dst []Entry) []Entry {
+	dst = append(dst, r.e)
+	if r.fin.Rec != nil {
+		dst = append(dst, r.fin)
+	}
+	return dst
 }
 
 var reqPool = sync.Pool{New: func() any { return &request{done: make(chan error, 1)} }}
@@ -88,7 +112,7 @@ func New(flush Flush, maxBatch, queue int) *Batcher {
 // returns ctx.Err(), leaves rec alone, and the record may still be
 // committed. closedErr is returned after Close.
 func (b *Batcher) Append(ctx context.Context, rec *audit.Record, closedErr error) error {
-	return b.submit(ctx, rec, nil, false, closedErr)
+	return b.submit(ctx, rec, nil, nil, false, closedErr)
 }
 
 // Admit queues an admission (store.Store.Admit) and waits until its batch is
@@ -100,25 +124,35 @@ func (b *Batcher) Admit(ctx context.Context, req *store.AdmitRequest, closedErr 
 		r := *req.Repeat
 		a.Repeat = &r
 	}
-	if err := b.submit(ctx, req.Record, a, req.NoSync, closedErr); err != nil {
+	if err := b.submit(ctx, req.Record, a, req.Finish, req.NoSync, closedErr); err != nil {
 		return store.AdmitResult{}, err
 	}
 	return a.Result, nil
 }
 
-func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission, noSync bool, closedErr error) error {
+func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission, finish *audit.Record, noSync bool, closedErr error) error {
 	c := rec.Clone()
 	c.Normalize()
 	stages, err := auditrow.EncodeStages(c.Stages)
 	if err != nil {
 		return err
 	}
+	var fin Entry
+	if finish != nil {
+		f := finish.Clone()
+		f.Normalize()
+		fst, err := auditrow.EncodeStages(f.Stages)
+		if err != nil {
+			return err
+		}
+		fin = Entry{Rec: f, Stages: fst, Of: adm, NoSync: noSync}
+	}
 	r := reqPool.Get().(*request)
-	r.e = Entry{Rec: c, Stages: stages, Admit: adm, NoSync: noSync}
+	r.e, r.fin = Entry{Rec: c, Stages: stages, Admit: adm, NoSync: noSync}, fin
 	b.mu.RLock()
 	if b.closed {
 		b.mu.RUnlock()
-		r.e = Entry{}
+		r.e, r.fin = Entry{}, Entry{}
 		reqPool.Put(r)
 		return closedErr
 	}
@@ -127,7 +161,7 @@ func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission,
 		b.mu.RUnlock()
 	case <-ctx.Done():
 		b.mu.RUnlock()
-		r.e = Entry{}
+		r.e, r.fin = Entry{}, Entry{}
 		reqPool.Put(r)
 		return ctx.Err()
 	}
@@ -135,8 +169,11 @@ func (b *Batcher) submit(ctx context.Context, rec *audit.Record, adm *Admission,
 	case err := <-r.done:
 		if err == nil && (adm == nil || adm.Result.Admitted) {
 			*rec = *r.e.Rec
+			if finish != nil {
+				*finish = *r.fin.Rec
+			}
 		}
-		r.e = Entry{}
+		r.e, r.fin = Entry{}, Entry{}
 		reqPool.Put(r)
 		return err
 	case <-ctx.Done():
@@ -159,13 +196,14 @@ func (b *Batcher) loop() {
 		batch = b.gather(batch)
 		entries = entries[:0]
 		for _, r := range batch {
-			entries = append(entries, r.e)
+			entries = r.entries(entries)
 		}
 		err := b.flush(entries)
 		if err != nil && len(batch) > 1 {
-			// One bad record must not fail its neighbours: retry one by one.
+			// One bad record must not fail its neighbours: retry one by one
+			// (an admission with its finish record, together).
 			for _, r := range batch {
-				r.done <- b.flush([]Entry{r.e})
+				r.done <- b.flush(r.entries(nil))
 			}
 			continue
 		}

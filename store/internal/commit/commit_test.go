@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/store"
 )
 
 // memLog is a real, in-memory Flush target: a chain in a slice.
@@ -65,12 +66,7 @@ func TestBatcherGroupsAndIsolatesFailures(t *testing.T) {
 	if len(m.recs) != 196 {
 		t.Fatalf("%d records committed, want 196", len(m.recs))
 	}
-	v := audit.NewVerifier(audit.Head{})
-	for _, r := range m.recs {
-		if err := v.Add(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	verifyChain(t, m.recs)
 	for _, n := range m.batches {
 		if n > 16 {
 			t.Fatalf("batch of %d exceeds the bound 16", n)
@@ -148,4 +144,94 @@ func BenchmarkBatcher(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// An admission queued with its finish record (store.AdmitRequest.Finish)
+// is flushed as two adjacent entries, the finish appended only when the
+// admission is admitted; when a batch fails, the retry keeps the two
+// together, so a bad finish record fails its own call (neither record
+// kept) and no other.
+func TestBatcherAdmissionWithFinish(t *testing.T) {
+	m := &memLog{}
+	flush := func(entries []Entry) error {
+		for i := range entries {
+			if a := entries[i].Admit; a != nil {
+				// Admit every session but "full".
+				a.Result = store.AdmitResult{Admitted: a.Session != "full"}
+			}
+		}
+		kept := make([]Entry, 0, len(entries))
+		for i, e := range entries {
+			if e.Of != nil && (i == 0 || entries[i-1].Admit != e.Of) {
+				return errors.New("a finish record not right after its admission")
+			}
+			if e.Appended() {
+				kept = append(kept, e)
+			}
+		}
+		return m.flush(kept)
+	}
+	b := New(flush, 8, 64)
+	ctx := context.Background()
+	type call struct {
+		start, fin *audit.Record
+		res        store.AdmitResult
+		err        error
+		sess       string
+	}
+	calls := make([]*call, 120)
+	var wg sync.WaitGroup
+	for i := range calls {
+		c := &call{sess: "s", start: &audit.Record{ID: audit.NewID(), Agent: "a", Tool: "t", Phase: audit.PhaseStart}}
+		c.fin = c.start.Clone()
+		c.fin.Phase = audit.PhaseFinish
+		switch i % 10 {
+		case 3:
+			c.fin.Agent = "bad"
+		case 6:
+			c.sess = "full"
+		}
+		calls[i] = c
+		wg.Go(func() {
+			c.res, c.err = b.Admit(ctx, &store.AdmitRequest{Session: c.sess, Record: c.start, Finish: c.fin}, errors.New("closed"))
+		})
+	}
+	wg.Wait()
+	b.Close()
+	want := 0
+	for i, c := range calls {
+		switch {
+		case c.fin.Agent == "bad":
+			if !errors.Is(c.err, errBad) || c.start.Seq != 0 {
+				t.Fatalf("call %d with a bad finish: err %v, start seq %d", i, c.err, c.start.Seq)
+			}
+		case c.sess == "full":
+			if c.err != nil || c.res.Admitted || c.start.Seq != 0 || c.fin.Seq != 0 {
+				t.Fatalf("refused call %d: %+v %v, seqs %d %d", i, c.res, c.err, c.start.Seq, c.fin.Seq)
+			}
+		default:
+			want += 2
+			if c.err != nil || !c.res.Admitted || c.fin.Seq != c.start.Seq+1 || c.fin.PrevHash != c.start.Hash {
+				t.Fatalf("call %d: %+v %v, seqs %d %d", i, c.res, c.err, c.start.Seq, c.fin.Seq)
+			}
+		}
+	}
+	if len(m.recs) != want {
+		t.Fatalf("%d records kept, want %d", len(m.recs), want)
+	}
+	verifyChain(t, m.recs)
+}
+
+// verifyChain checks that recs form one hash chain from seq 1.
+func verifyChain(t *testing.T, recs []*audit.Record) {
+	t.Helper()
+	v := audit.NewVerifier(audit.Head{})
+	for _, r := range recs {
+		if err := v.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.End(); err != nil {
+		t.Fatal(err)
+	}
 }

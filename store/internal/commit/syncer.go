@@ -11,7 +11,7 @@ import (
 func LastSeq(entries []Entry) int64 {
 	var last int64
 	for _, e := range entries {
-		if e.Admit != nil && !e.Admit.Result.Admitted {
+		if !e.Appended() {
 			continue
 		}
 		last = max(last, e.Rec.Seq)
