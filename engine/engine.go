@@ -239,7 +239,9 @@ func (e *Engine) Store() store.Store { return e.st }
 func (e *Engine) Pipeline() *pipeline.Pipeline { return e.p }
 
 // Trail returns the JSONL trail's follower, or nil when Options.Skip has
-// Trail.
+// Trail. Exported for embedders (and tests) that read the JSONL copy and
+// need it caught up first (Follower.WaitWritten); armory itself only
+// closes it.
 func (e *Engine) Trail() *trail.Follower { return e.fol }
 
 // Subscribe calls f with every event of the pipeline (approval requested or

@@ -133,13 +133,3 @@ func (c *tokenCache) put(t *store.Token, before string) {
 	}
 	c.entries[t.Hash] = tokenEntry{tok: *t, expires: now.Add(c.ttl), epoch: before}
 }
-
-// len returns the number of entries (expired ones included).
-func (c *tokenCache) len() int {
-	if c == nil {
-		return 0
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}

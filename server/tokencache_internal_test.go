@@ -145,3 +145,13 @@ func TestEpochTokenCache(t *testing.T) {
 		t.Fatal("cached without an epoch")
 	}
 }
+
+// len returns the number of entries (expired ones included).
+func (c *tokenCache) len() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
-	"github.com/armory-dev/armory/store"
 )
 
 // engine opens the command's runtime from the flags (--world, --db,
@@ -61,17 +60,6 @@ func (a *app) pipeline(ctx context.Context) (*pipeline.Pipeline, error) {
 		return nil, err
 	}
 	return e.Pipeline(), nil
-}
-
-// storeOnly opens the world and its store (for approvals, sessions,
-// audit, tokens, pins) without starting its upstream MCP servers: these
-// commands run no tools.
-func (a *app) storeOnly(ctx context.Context) (*roster.Roster, store.Store, error) {
-	e, err := a.engine(ctx, engine.StoreOnly)
-	if err != nil {
-		return nil, nil, err
-	}
-	return e.Roster(), e.Store(), nil
 }
 
 // reader opens the world, its store and a pipeline without running tools

@@ -5,6 +5,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/internal/testenv"
 )
 
@@ -26,13 +27,13 @@ func TestOneStorePerCommand(t *testing.T) {
 		t.Fatalf("the pipeline's store %p is not the command's one store", p.Store())
 	}
 	// The pins' store: the admin commands open the same engine again.
-	if _, st, err := a.storeOnly(ctx); err != nil || st != p.Store() {
-		t.Fatalf("the pins' store %p (%v) is not the command's one store %p", st, err, p.Store())
+	if e, err := a.engine(ctx, engine.StoreOnly); err != nil || e.Store() != p.Store() {
+		t.Fatalf("the admin commands' engine (%v) does not hold the command's one store %p", err, p.Store())
 	}
 	// A command that opened fewer parts cannot quietly open a second store.
 	b2 := &app{world: dir, stdout: io.Discard, stderr: io.Discard}
 	defer b2.closeAll()
-	if _, _, err := b2.storeOnly(ctx); err != nil {
+	if _, err := b2.engine(ctx, engine.StoreOnly); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b2.pipeline(ctx); err == nil {
