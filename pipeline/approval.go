@@ -416,7 +416,7 @@ func (t *approvalDecide) Execute(ctx context.Context, inv armory.Invocation) arm
 		return armory.Failf(armory.KindInvalid, "bad arguments: %v", err)
 	}
 	status := map[string]store.ApprovalStatus{"approve": store.StatusApproved, "deny": store.StatusDenied, "escalate": store.StatusEscalated}[a.Decision]
-	if _, err := t.p.Decide(ctx, Decision{ID: a.ID, Status: status, Agent: inv.Agent.ID, Reason: a.Reason, Via: ViaTool}); err != nil {
+	if _, err := t.p.Decide(ctx, ApprovalDecision{ID: a.ID, Status: status, Agent: inv.Agent.ID, Reason: a.Reason, Via: ViaTool}); err != nil {
 		return armory.FailErr(err)
 	}
 	return armory.OK(fmt.Sprintf("approval %s: %s", a.ID, status))

@@ -26,8 +26,8 @@ const (
 	ViaTimeout = "timeout"
 )
 
-// Decision is one decision on an approval request.
-type Decision struct {
+// ApprovalDecision is one decision on an approval request.
+type ApprovalDecision struct {
 	ID     string               // the approval's id
 	Status store.ApprovalStatus // approved, denied, or (for an approval agent) escalated
 	// Agent is the approval agent deciding; "" is a human, who may decide
@@ -46,7 +46,7 @@ type Decision struct {
 // approval as decided. Errors are *armory.Error. A refused decision (a
 // second one, one the decider may not make, an unknown request) is audited
 // too, with status blocked and the reason, on every surface alike.
-func (p *Pipeline) Decide(ctx context.Context, d Decision) (*store.Approval, error) {
+func (p *Pipeline) Decide(ctx context.Context, d ApprovalDecision) (*store.Approval, error) {
 	ap, err := p.decide(ctx, d)
 	if err != nil && ap == nil && armory.KindOf(err) != armory.KindUnavailable && armory.KindOf(err) != armory.KindInternal {
 		p.auditRefusedDecision(ctx, d, err)
@@ -54,7 +54,7 @@ func (p *Pipeline) Decide(ctx context.Context, d Decision) (*store.Approval, err
 	return ap, err
 }
 
-func (p *Pipeline) decide(ctx context.Context, d Decision) (*store.Approval, error) {
+func (p *Pipeline) decide(ctx context.Context, d ApprovalDecision) (*store.Approval, error) {
 	const op = "approval.decide"
 	by := d.Agent
 	if by == "" {
@@ -125,7 +125,7 @@ func (p *Pipeline) auditDecision(ctx context.Context, ap *store.Approval, status
 // approval.decide, agent the would-be decider, status blocked, the refusal
 // as its result. The refusal stands whether or not the entry could be
 // written.
-func (p *Pipeline) auditRefusedDecision(ctx context.Context, d Decision, refusal error) {
+func (p *Pipeline) auditRefusedDecision(ctx context.Context, d ApprovalDecision, refusal error) {
 	by := d.Agent
 	if by == "" {
 		by = Human

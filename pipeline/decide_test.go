@@ -65,7 +65,7 @@ func TestDecideOnePath(t *testing.T) {
 	checkDecisionRecord(t, f.st, o.ApprovalID, "warden", "approved", "in scope", ViaTool)
 	// A second decision: by the agent (a tool error), by a human (an error): the same kind, the same words.
 	d := f.call("warden", "approval.decide", `{"id":"`+o.ApprovalID+`","decision":"deny","reason":"changed my mind"}`)
-	_, err := f.p.Decide(ctx, Decision{ID: o.ApprovalID, Status: store.StatusDenied, Reason: "no", Via: ViaREST})
+	_, err := f.p.Decide(ctx, ApprovalDecision{ID: o.ApprovalID, Status: store.StatusDenied, Reason: "no", Via: ViaREST})
 	const want = "is already decided (approved by warden at "
 	if d.Status != audit.StatusError || d.Kind != armory.KindConflict || !strings.Contains(d.Result, want) ||
 		armory.KindOf(err) != armory.KindConflict || !strings.Contains(armory.Message(err), want) {
@@ -85,19 +85,19 @@ func TestDecideOnePath(t *testing.T) {
 
 	// A human decides any open request; only an approval agent escalates.
 	h := f.call("dev", "test.confirm", `{}`)
-	if _, err := f.p.Decide(ctx, Decision{ID: h.ApprovalID, Status: store.StatusEscalated, Via: ViaCLI}); armory.KindOf(err) != armory.KindInvalid {
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: h.ApprovalID, Status: store.StatusEscalated, Via: ViaCLI}); armory.KindOf(err) != armory.KindInvalid {
 		t.Fatalf("a human escalating: %v", err)
 	}
 	// An agent may not decide what is not routed to it.
-	if _, err := f.p.Decide(ctx, Decision{ID: h.ApprovalID, Status: store.StatusApproved, Agent: "warden", Via: ViaTool}); armory.KindOf(err) != armory.KindPermission {
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: h.ApprovalID, Status: store.StatusApproved, Agent: "warden", Via: ViaTool}); armory.KindOf(err) != armory.KindPermission {
 		t.Fatalf("an agent deciding a human's request: %v", err)
 	}
-	a, err := f.p.Decide(ctx, Decision{ID: h.ApprovalID, Status: store.StatusDenied, Reason: "not today", Via: ViaCLI})
+	a, err := f.p.Decide(ctx, ApprovalDecision{ID: h.ApprovalID, Status: store.StatusDenied, Reason: "not today", Via: ViaCLI})
 	if err != nil || a.Status != store.StatusDenied || a.DecidedBy != Human {
 		t.Fatalf("human decision: %+v %v", a, err)
 	}
 	checkDecisionRecord(t, f.st, h.ApprovalID, Human, "denied", "not today", ViaCLI)
-	if _, err := f.p.Decide(ctx, Decision{ID: "nope", Status: store.StatusApproved, Via: ViaCLI}); armory.KindOf(err) != armory.KindNotFound {
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: "nope", Status: store.StatusApproved, Via: ViaCLI}); armory.KindOf(err) != armory.KindNotFound {
 		t.Fatalf("unknown approval: %v", err)
 	}
 	if err := f.st.VerifyAudit(ctx); err != nil {

@@ -202,7 +202,7 @@ func (s *Server) decide(status store.ApprovalStatus) http.HandlerFunc {
 				return
 			}
 		}
-		a, err := s.p.Decide(r.Context(), pipeline.Decision{ID: r.PathValue("id"), Status: status, Reason: body.Reason, Via: pipeline.ViaREST})
+		a, err := s.p.Decide(r.Context(), pipeline.ApprovalDecision{ID: r.PathValue("id"), Status: status, Reason: body.Reason, Via: pipeline.ViaREST})
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -77,7 +77,7 @@ func (a *app) decideCmd(verb string, status store.ApprovalStatus) *cobra.Command
 	}, true, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
 		// The one decision path (pipeline.Pipeline.Decide): it checks,
 		// records and audits the decision, which the trail copies.
-		if _, err := p.Decide(ctx, pipeline.Decision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
+		if _, err := p.Decide(ctx, pipeline.ApprovalDecision{ID: args[0], Status: status, Reason: reason, Via: pipeline.ViaCLI}); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "approval %s: %s\n", args[0], status)
