@@ -94,9 +94,9 @@ func (r *redactor) value(i int) (int, error) {
 	}
 	switch c := r.in[i]; {
 	case c == '{':
-		return r.object(i)
+		return r.container(i, '{', '}')
 	case c == '[':
-		return r.array(i)
+		return r.container(i, '[', ']')
 	case c == '"':
 		s, end, err := r.str(i)
 		if err != nil {
@@ -114,60 +114,14 @@ func (r *redactor) value(i int) (int, error) {
 	}
 }
 
-func (r *redactor) object(i int) (int, error) {
-	r.out = append(r.out, '{')
+// container copies an object or an array: the opening bracket, the members
+// separated by commas (an object's as "key": value, an array's as values),
+// the closing bracket.
+func (r *redactor) container(i int, open, close byte) (int, error) {
+	r.out = append(r.out, open)
 	i = skipSpace(r.in, i+1)
-	if i < len(r.in) && r.in[i] == '}' {
-		r.out = append(r.out, '}')
-		return i + 1, nil
-	}
-	for n := 0; ; n++ {
-		if i >= len(r.in) || r.in[i] != '"' {
-			return 0, errRedactSyntax
-		}
-		key, end, err := r.str(i)
-		if err != nil {
-			return 0, err
-		}
-		if n > 0 {
-			r.out = append(r.out, ',')
-		}
-		r.out = appendQuoted(r.out, Cut(key, MaxArgString))
-		r.out = append(r.out, ':')
-		i = skipSpace(r.in, end)
-		if i >= len(r.in) || r.in[i] != ':' {
-			return 0, errRedactSyntax
-		}
-		i = skipSpace(r.in, i+1)
-		if IsSecretKey(key) {
-			if i, err = valueEnd(r.in, i); err != nil {
-				return 0, err
-			}
-			r.out = appendQuoted(r.out, Redacted)
-		} else if i, err = r.value(i); err != nil {
-			return 0, err
-		}
-		i = skipSpace(r.in, i)
-		if i >= len(r.in) {
-			return 0, errRedactSyntax
-		}
-		switch r.in[i] {
-		case ',':
-			i = skipSpace(r.in, i+1)
-		case '}':
-			r.out = append(r.out, '}')
-			return i + 1, nil
-		default:
-			return 0, errRedactSyntax
-		}
-	}
-}
-
-func (r *redactor) array(i int) (int, error) {
-	r.out = append(r.out, '[')
-	i = skipSpace(r.in, i+1)
-	if i < len(r.in) && r.in[i] == ']' {
-		r.out = append(r.out, ']')
+	if i < len(r.in) && r.in[i] == close {
+		r.out = append(r.out, close)
 		return i + 1, nil
 	}
 	for n := 0; ; n++ {
@@ -175,7 +129,12 @@ func (r *redactor) array(i int) (int, error) {
 			r.out = append(r.out, ',')
 		}
 		var err error
-		if i, err = r.value(i); err != nil {
+		if open == '{' {
+			i, err = r.member(i)
+		} else {
+			i, err = r.value(i)
+		}
+		if err != nil {
 			return 0, err
 		}
 		i = skipSpace(r.in, i)
@@ -185,13 +144,40 @@ func (r *redactor) array(i int) (int, error) {
 		switch r.in[i] {
 		case ',':
 			i = skipSpace(r.in, i+1)
-		case ']':
-			r.out = append(r.out, ']')
+		case close:
+			r.out = append(r.out, close)
 			return i + 1, nil
 		default:
 			return 0, errRedactSyntax
 		}
 	}
+}
+
+// member copies one "key": value of an object, the value replaced by
+// Redacted where the key names a secret.
+func (r *redactor) member(i int) (int, error) {
+	if i >= len(r.in) || r.in[i] != '"' {
+		return 0, errRedactSyntax
+	}
+	key, end, err := r.str(i)
+	if err != nil {
+		return 0, err
+	}
+	r.out = appendQuoted(r.out, Cut(key, MaxArgString))
+	r.out = append(r.out, ':')
+	i = skipSpace(r.in, end)
+	if i >= len(r.in) || r.in[i] != ':' {
+		return 0, errRedactSyntax
+	}
+	i = skipSpace(r.in, i+1)
+	if IsSecretKey(key) {
+		if i, err = valueEnd(r.in, i); err != nil {
+			return 0, err
+		}
+		r.out = appendQuoted(r.out, Redacted)
+		return i, nil
+	}
+	return r.value(i)
 }
 
 // str decodes the JSON string at in[i] and returns it and the index after

@@ -168,31 +168,28 @@ func TestRedactJSONRandomSameAsTokens(t *testing.T) {
 		"Bearer abcdefghijklmnop", "https://u:p@h/x", "password=hunter2", "\\\\", "\\/", "ghp_" + strings.Repeat("a", 36)}
 	ws := []string{"", " ", "\n", "\t "}
 	var gen func(depth int) string
+	// container writes up to three members between open and close.
+	container := func(open, close, w string, member func() string) string {
+		var b strings.Builder
+		b.WriteString(open + w)
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteString("," + w)
+			}
+			b.WriteString(member() + w)
+		}
+		b.WriteString(close)
+		return b.String()
+	}
 	gen = func(depth int) string {
 		w := ws[rng.IntN(len(ws))]
 		switch k := rng.IntN(8); {
 		case depth > 0 && k == 0:
-			var b strings.Builder
-			b.WriteString("{" + w)
-			for i := range rng.IntN(4) {
-				if i > 0 {
-					b.WriteString("," + w)
-				}
-				b.WriteString(`"` + keys[rng.IntN(len(keys))] + `"` + w + ":" + w + gen(depth-1) + w)
-			}
-			b.WriteString("}")
-			return b.String()
+			return container("{", "}", w, func() string {
+				return `"` + keys[rng.IntN(len(keys))] + `"` + w + ":" + w + gen(depth-1)
+			})
 		case depth > 0 && k == 1:
-			var b strings.Builder
-			b.WriteString("[" + w)
-			for i := range rng.IntN(4) {
-				if i > 0 {
-					b.WriteString("," + w)
-				}
-				b.WriteString(gen(depth-1) + w)
-			}
-			b.WriteString("]")
-			return b.String()
+			return container("[", "]", w, func() string { return gen(depth - 1) })
 		case k == 2:
 			return []string{"0", "-1.5e+3", "12345678901234567890", "true", "false", "null"}[rng.IntN(6)]
 		default:

@@ -163,28 +163,48 @@ const stopWalk = -1
 // walkObject returns the index just past the object and whether it was well
 // formed (or stopped).
 func walkObject(b []byte, i int, fn func(key []byte, vs int) (ve int, ok bool)) (int, bool) {
-	if i >= len(b) || b[i] != '{' {
-		return i, false
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, true
-	}
-	for {
+	return walkItems(b, i, '{', '}', func(i int) (vs, ve int, ok bool) {
 		if i >= len(b) || b[i] != '"' {
-			return i, false
+			return 0, i, false
 		}
 		ke, ok := skipString(b, i)
 		if !ok {
-			return ke, false
+			return 0, ke, false
 		}
 		key := b[i+1 : ke-1]
 		i = skipWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
-			return i, false
+			return 0, i, false
 		}
-		vs := skipWS(b, i+1)
-		ve, ok := fn(key, vs)
+		vs = skipWS(b, i+1)
+		ve, ok = fn(key, vs)
+		return vs, ve, ok
+	})
+}
+
+// walkArray calls fn for every element of the array whose '[' is at b[i];
+// fn consumes the element as for walkObject.
+func walkArray(b []byte, i int, fn func(vs int) (ve int, ok bool)) (int, bool) {
+	return walkItems(b, i, '[', ']', func(i int) (int, int, bool) {
+		ve, ok := fn(i)
+		return i, ve, ok
+	})
+}
+
+// walkItems walks the members of the object or array whose open is at b[i]:
+// item consumes the member at i and returns where its value starts and ends
+// (or stopWalk, which ends the walk) and whether it was well formed; a
+// malformed member's end is where the walk stopped.
+func walkItems(b []byte, i int, open, close byte, item func(i int) (vs, ve int, ok bool)) (int, bool) {
+	if i >= len(b) || b[i] != open {
+		return i, false
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == close {
+		return i + 1, true
+	}
+	for {
+		vs, ve, ok := item(i)
 		if ve == stopWalk {
 			return vs, ok
 		}
@@ -192,32 +212,7 @@ func walkObject(b []byte, i int, fn func(key []byte, vs int) (ve int, ok bool)) 
 			return ve, false
 		}
 		var more bool
-		if i, more, ok = nextItem(b, ve, '}'); !more {
-			return i, ok
-		}
-	}
-}
-
-// walkArray calls fn for every element of the array whose '[' is at b[i];
-// fn consumes the element as for walkObject.
-func walkArray(b []byte, i int, fn func(vs int) (ve int, ok bool)) (int, bool) {
-	if i >= len(b) || b[i] != '[' {
-		return i, false
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, true
-	}
-	for {
-		ve, ok := fn(i)
-		if ve == stopWalk {
-			return i, ok
-		}
-		if !ok {
-			return ve, false
-		}
-		var more bool
-		if i, more, ok = nextItem(b, ve, ']'); !more {
+		if i, more, ok = nextItem(b, ve, close); !more {
 			return i, ok
 		}
 	}

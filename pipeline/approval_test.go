@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -261,4 +262,229 @@ func TestApprovalAgentTimeoutEscalates(t *testing.T) {
 	if o := <-done; o.Status != audit.StatusSuccess || o.DecidedBy != "human" {
 		t.Fatalf("outcome = %+v", o)
 	}
+}
+
+// An approval agent's approval.list shows the diff of a file change.
+func TestApprovalListShowsDiff(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("plain", "test.family.edit", `{"x":1}`)
+	if o.Status != audit.StatusPending {
+		t.Fatalf("outcome = %+v", o)
+	}
+	l := f.call("warden", "approval.list", `{}`)
+	var items []struct{ ID, Diff string }
+	if err := json.Unmarshal([]byte(l.Result), &items); err != nil || len(items) != 1 || items[0].ID != o.ApprovalID ||
+		items[0].Diff != "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-old\n+{\"x\":1}\n" {
+		t.Fatalf("approval.list = %s", l.Result)
+	}
+	if d := f.p.Preview(context.Background(), mustApproval(t, f, o.ApprovalID)); d != items[0].Diff {
+		t.Fatalf("Preview %q", d)
+	}
+}
+
+// A listing computes at most MaxListDiffs diffs (each reads a file); the
+// requests past them say where to see theirs.
+func TestApprovalViewsBoundDiffs(t *testing.T) {
+	f := newFixture(t)
+	var as []*store.Approval
+	for i := range MaxListDiffs + 2 {
+		// A session each: the fixture's agent has a small call cap.
+		o := f.p.Execute(context.Background(), Call{Agent: "plain", Tool: "test.family.edit", Args: json.RawMessage(fmt.Sprintf(`{"x":%d}`, i)), Session: fmt.Sprint("plain:s", i)})
+		if o.Status != audit.StatusPending {
+			t.Fatalf("call %d: %+v", i, o)
+		}
+		as = append(as, mustApproval(t, f, o.ApprovalID))
+	}
+	vs := f.p.ApprovalViews(context.Background(), as)
+	for i, v := range vs {
+		computed := strings.HasPrefix(v.Diff, "--- a/f")
+		if computed != (i < MaxListDiffs) || !computed && !strings.Contains(v.Diff, "show the request by its id") {
+			t.Fatalf("view %d of %d: diff %q", i, len(vs), v.Diff)
+		}
+	}
+}
+
+func mustApproval(t *testing.T, f *fixture, id string) *store.Approval {
+	t.Helper()
+	a, err := f.st.GetApproval(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Calling again continues the request of an identical call: pending, the
+// same approval answers; denied, the denial answers (no second request);
+// other arguments are a new request.
+func TestCallAgainContinuesRequest(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	o := f.call("dev", "test.confirm", `{"a":1}`)
+	if o.Status != audit.StatusPending || strings.Contains(o.Result, "armory ") || !strings.Contains(o.Human, "armory call --resume "+o.ApprovalID) {
+		t.Fatalf("first: %+v", o)
+	}
+	if again := f.call("dev", "test.confirm", `{"a":1}`); again.Status != audit.StatusPending || again.ApprovalID != o.ApprovalID {
+		t.Fatalf("again: %+v", again)
+	}
+	if err := f.st.DecideApproval(ctx, o.ApprovalID, store.StatusDenied, "human", "not now"); err != nil {
+		t.Fatal(err)
+	}
+	if again := f.call("dev", "test.confirm", `{"a":1}`); again.Status != audit.StatusDenied || !strings.Contains(again.Result, "not now") {
+		t.Fatalf("after the denial: %+v", again)
+	}
+	if other := f.call("dev", "test.confirm", `{"a":2}`); other.Status != audit.StatusPending || other.ApprovalID == o.ApprovalID {
+		t.Fatalf("other arguments: %+v", other)
+	}
+	all := 0
+	for _, st := range []store.ApprovalStatus{store.StatusPending, store.StatusEscalated, store.StatusApproved, store.StatusDenied} {
+		l, _ := f.st.ListApprovals(ctx, store.ApprovalFilter{Agent: "dev", Status: st})
+		all += len(l)
+	}
+	if all != 2 {
+		t.Fatalf("%d requests, want 2 (one per distinct call)", all)
+	}
+}
+
+// A tool that declares its own "justification" argument gets it, and the
+// argument does not pass loop detection (only the surfaces' own fields do).
+func TestOwnJustificationIsTheTools(t *testing.T) {
+	f := newFixture(t)
+	var o Outcome
+	for range 5 {
+		o = f.call("ops", "test.ownjust", `{"justification":"mine"}`)
+	}
+	if o.Status != audit.StatusBlocked || !strings.Contains(o.Result, "Loop detected") {
+		t.Fatalf("fifth: %+v", o)
+	}
+	// An effect-free tool runs before its admission commits: the fifth ran
+	// and its result was discarded.
+	if n := f.tools["test.ownjust"].runs.Load(); n != 5 {
+		t.Fatalf("ran %d times", n)
+	}
+	o = f.p.Execute(context.Background(), Call{Agent: "ops", Tool: "test.ownjust", Args: json.RawMessage(`{"justification":"mine"}`), Justification: "via _meta"})
+	if o.Status != audit.StatusSuccess || !strings.Contains(o.Result, `"justification":"mine"`) {
+		t.Fatalf("justified through the call: %+v", o)
+	}
+}
+
+// decisionRecords returns the audit entries of decisions on approval id.
+func decisionRecords(t *testing.T, st store.Store, id string) []*audit.Record {
+	t.Helper()
+	recs, err := st.ListAudit(context.Background(), store.AuditFilter{Tool: "approval.decide", Limit: store.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*audit.Record
+	for _, r := range recs {
+		if r.ApprovalID == id {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkDecisionRecord checks that approval id has exactly one decision
+// entry, naming the decider, the decision, the reason and the surface.
+func checkDecisionRecord(t *testing.T, st store.Store, id, by, decision, reason, via string) {
+	t.Helper()
+	var recs []*audit.Record
+	for _, r := range decisionRecords(t, st, id) {
+		if r.Status != audit.StatusBlocked { // refused decisions are checked apart
+			recs = append(recs, r)
+		}
+	}
+	if len(recs) != 1 {
+		t.Fatalf("decision entries of %s: %d, want 1", id, len(recs))
+	}
+	r := recs[0]
+	var args map[string]string
+	if err := json.Unmarshal(r.Args, &args); err != nil || r.Agent != by || r.DecidedBy != by || r.Status != audit.StatusSuccess ||
+		args["id"] != id || args["decision"] != decision || args["reason"] != reason || args["via"] != via {
+		t.Fatalf("decision entry = %+v (args %s)", r, r.Args)
+	}
+}
+
+// TestDecideOnePath: an approval agent's approval.decide and a human's
+// decision go through Pipeline.Decide: each leaves one audit entry naming
+// the decider and the reason, and a second decision is refused with
+// KindConflict naming who decided, whoever asks.
+func TestDecideOnePath(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+
+	// An approval agent decides through its tool.
+	o := f.call("dev", "test.always", `{"q":1}`)
+	if d := f.call("warden", "approval.decide", `{"id":"`+o.ApprovalID+`","decision":"approve","reason":"in scope"}`); d.Status != audit.StatusSuccess {
+		t.Fatalf("approval.decide = %+v", d)
+	}
+	checkDecisionRecord(t, f.st, o.ApprovalID, "warden", "approved", "in scope", ViaTool)
+	// A second decision: by the agent (a tool error), by a human (an error): the same kind, the same words.
+	d := f.call("warden", "approval.decide", `{"id":"`+o.ApprovalID+`","decision":"deny","reason":"changed my mind"}`)
+	_, err := f.p.Decide(ctx, ApprovalDecision{ID: o.ApprovalID, Status: store.StatusDenied, Reason: "no", Via: ViaREST})
+	const want = "is already decided (approved by warden at "
+	if d.Status != audit.StatusError || d.Kind != armory.KindConflict || !strings.Contains(d.Result, want) ||
+		armory.KindOf(err) != armory.KindConflict || !strings.Contains(armory.Message(err), want) {
+		t.Fatalf("second decision: tool %+v; human %v", d, err)
+	}
+	checkDecisionRecord(t, f.st, o.ApprovalID, "warden", "approved", "in scope", ViaTool)
+	// Each refused decision is audited, blocked, naming who tried and why.
+	refused := map[string]bool{}
+	for _, r := range decisionRecords(t, f.st, o.ApprovalID) {
+		if r.Status == audit.StatusBlocked && strings.Contains(r.Result, want) && r.DecidedBy == "" {
+			refused[r.Agent] = true
+		}
+	}
+	if !refused["warden"] || !refused[Human] || len(refused) != 2 {
+		t.Fatalf("refused second decisions audited for %v, want warden and human", refused)
+	}
+
+	// A human decides any open request; only an approval agent escalates.
+	h := f.call("dev", "test.confirm", `{}`)
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: h.ApprovalID, Status: store.StatusEscalated, Via: ViaCLI}); armory.KindOf(err) != armory.KindInvalid {
+		t.Fatalf("a human escalating: %v", err)
+	}
+	// An agent may not decide what is not routed to it.
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: h.ApprovalID, Status: store.StatusApproved, Agent: "warden", Via: ViaTool}); armory.KindOf(err) != armory.KindPermission {
+		t.Fatalf("an agent deciding a human's request: %v", err)
+	}
+	a, err := f.p.Decide(ctx, ApprovalDecision{ID: h.ApprovalID, Status: store.StatusDenied, Reason: "not today", Via: ViaCLI})
+	if err != nil || a.Status != store.StatusDenied || a.DecidedBy != Human {
+		t.Fatalf("human decision: %+v %v", a, err)
+	}
+	checkDecisionRecord(t, f.st, h.ApprovalID, Human, "denied", "not today", ViaCLI)
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: "nope", Status: store.StatusApproved, Via: ViaCLI}); armory.KindOf(err) != armory.KindNotFound {
+		t.Fatalf("unknown approval: %v", err)
+	}
+	if err := f.st.VerifyAudit(ctx); err != nil {
+		t.Fatalf("the chain with decision entries: %v", err)
+	}
+}
+
+// TestEscalationAudited: a request an approval agent leaves undecided past
+// approval_timeout is escalated to the human queue once, with one decision
+// entry (decided_by armory, via timeout), however many callers notice.
+func TestEscalationAudited(t *testing.T) {
+	f := newFixture(t)
+	o := f.call("dev", "test.always", `{"q":3}`)
+	if o.Status != audit.StatusPending {
+		t.Fatalf("outcome = %+v", o)
+	}
+	// approval_timeout is 300ms in the test world: poll (bounded) until it has passed.
+	ctx := context.Background()
+	var cur *store.Approval
+	for range 500 {
+		var err error
+		if cur, err = f.p.EscalateExpired(ctx, o.ApprovalID); err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status != store.StatusPending {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if cur.Status != store.StatusEscalated || cur.DecidedBy != "armory" {
+		t.Fatalf("escalation = %+v", cur)
+	}
+	f.p.EscalateExpired(ctx, o.ApprovalID) // a second look changes nothing
+	checkDecisionRecord(t, f.st, o.ApprovalID, "armory", "escalated", cur.DecisionReason, ViaTimeout)
 }

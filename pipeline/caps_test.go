@@ -12,6 +12,7 @@ import (
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/armory-dev/armory/world"
 )
 
 func TestInvocationCapAndExtend(t *testing.T) {
@@ -426,5 +427,81 @@ func TestCappedSessionsBounded(t *testing.T) {
 	c.set(last, false)
 	if c.has(last) {
 		t.Fatal("an admitted session is still capped")
+	}
+}
+
+// Stream events count what a call streams: a call whose caller takes
+// progress counts one event per message plus its result; a caller that takes
+// none counts one. At the cap the stream stops: no message past it is
+// delivered, the tool is stopped, and the call is blocked with the cap's
+// name.
+func TestStreamEventsCountProgress(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	var got []string
+	call := func(session string) Outcome {
+		got = nil
+		return f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.stream", Args: json.RawMessage(`{}`), Session: session,
+			Progress: func(m string) { got = append(got, m) }})
+	}
+	o := call("dev:s1")
+	if o.Status != audit.StatusSuccess || len(got) != 100 {
+		t.Fatalf("%s, %d messages", o.Status, len(got))
+	}
+	if c, _ := f.st.Counters(ctx, "dev:s1"); c[world.LimitStreamEvents] != 101 {
+		t.Fatalf("stream_events %d, want 101 (100 messages and the result)", c[world.LimitStreamEvents])
+	}
+	// Without a progress receiver nothing streams: one event.
+	if o := f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.stream", Args: json.RawMessage(`{"n":1}`), Session: "dev:s2"}); o.Status != audit.StatusSuccess {
+		t.Fatal(o)
+	}
+	if c, _ := f.st.Counters(ctx, "dev:s2"); c[world.LimitStreamEvents] != 1 {
+		t.Fatalf("stream_events %d without progress, want 1", c[world.LimitStreamEvents])
+	}
+	// A cap of 150: the second streaming call takes one event at admission
+	// (102), gets 48 messages, and stops.
+	if err := f.st.SetLimitOverride(ctx, "dev:s1", world.LimitStreamEvents, 150); err != nil {
+		t.Fatal(err)
+	}
+	o = call("dev:s1")
+	if o.Status != audit.StatusBlocked || len(got) != 48 || !strings.HasPrefix(o.Result, "Safety limit reached: stream_events (150/150) while the tool was streaming") ||
+		!strings.Contains(o.Human, "armory session extend dev:s1 stream_events N") {
+		t.Fatalf("%s after %d messages: %.300s", o.Status, len(got), o.Result)
+	}
+	if c, _ := f.st.Counters(ctx, "dev:s1"); c[world.LimitStreamEvents] != 150 {
+		t.Fatalf("stream_events %d, want 150", c[world.LimitStreamEvents])
+	}
+	recs := f.records(t, o.CallID)
+	if fin := recs[len(recs)-1]; fin.Status != audit.StatusBlocked {
+		t.Fatalf("finish record %s", fin.Status)
+	}
+	// The next call is refused at admission.
+	if o := call("dev:s1"); o.Status != audit.StatusBlocked || len(got) != 0 || !strings.Contains(o.Result, "stream_events (150/150)") {
+		t.Fatalf("after the cap: %s %d %.200s", o.Status, len(got), o.Result)
+	}
+}
+
+// Two streaming calls at once in one session with a cap of 120: the cap
+// holds between them, every delivered message is counted exactly once, and
+// nothing reserved and unused stays counted.
+func TestStreamEventsConcurrentCap(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if err := f.st.SetLimitOverride(ctx, "dev:c", world.LimitStreamEvents, 120); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	delivered := 0
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			f.p.Execute(ctx, Call{Agent: "dev", Tool: "test.stream", Args: json.RawMessage(fmt.Sprintf(`{"c":%d}`, i)), Session: "dev:c",
+				Progress: func(string) { mu.Lock(); delivered++; mu.Unlock() }})
+		})
+	}
+	wg.Wait()
+	c, _ := f.st.Counters(ctx, "dev:c")
+	if c[world.LimitStreamEvents] != int64(2+delivered) || c[world.LimitStreamEvents] > 120 || delivered != 118 {
+		t.Fatalf("stream_events %d, %d messages delivered (want 120 and 118)", c[world.LimitStreamEvents], delivered)
 	}
 }

@@ -2,6 +2,7 @@ package screen
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -147,16 +148,13 @@ func init() {
 
 // findSafe rejects find's actions that run commands, delete or write files.
 func findSafe(args []word) bool {
-	for _, w := range args {
-		if !w.static {
-			return false
-		}
+	return allStatic(args) && !slices.ContainsFunc(args, func(w word) bool {
 		switch w.val {
 		case "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fls", "-fprint", "-fprint0", "-fprintf":
-			return false
+			return true
 		}
-	}
-	return true
+		return false
+	})
 }
 
 var sedLinePrint = regexp.MustCompile(`^\s*(\d+|\$)?\s*(,\s*(\d+|\$))?\s*[pd=]\s*$`)

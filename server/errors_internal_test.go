@@ -6,6 +6,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 )
 
@@ -19,24 +20,11 @@ func TestHTTPStatusEveryKind(t *testing.T) {
 		armory.KindTimeout: http.StatusGatewayTimeout, armory.KindUnavailable: http.StatusServiceUnavailable,
 		armory.KindInternal: http.StatusInternalServerError, armory.KindUsage: http.StatusBadRequest, armory.KindTooLarge: http.StatusRequestEntityTooLarge,
 	}
-	for _, k := range armory.Kinds() {
-		got, ok := httpStatuses[k]
-		if !ok {
-			t.Errorf("kind %s has no HTTP status", k)
-			continue
-		}
-		if got != want[k] || httpStatus(k) != got {
-			t.Errorf("kind %s: HTTP %d, want %d", k, got, want[k])
-		}
-		// An outcome of the kind answers with the kind's status; a success
-		// with 200 whatever its kind field.
-		if s := callStatus(pipeline.Outcome{Status: audit.StatusError, Kind: k}); s != got {
-			t.Errorf("outcome of kind %s: %d, want %d", k, s, got)
-		}
-	}
-	if len(httpStatuses) != len(armory.Kinds()) {
-		t.Errorf("the table has %d rows for %d kinds", len(httpStatuses), len(armory.Kinds()))
-	}
+	// An outcome of the kind answers with the kind's status; a success
+	// with 200 whatever its kind field.
+	testenv.KindTable(t, "HTTP status", httpStatuses, want, httpStatus, func(k armory.Kind) int {
+		return callStatus(pipeline.Outcome{Status: audit.StatusError, Kind: k})
+	})
 	if callStatus(pipeline.Outcome{Status: audit.StatusSuccess}) != http.StatusOK {
 		t.Error("a success is not 200")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,20 +56,9 @@ func TestReplicasRepetitionPostgres(t *testing.T) {
 	if o := reps[1].call(t, token, "scribe", `{"tool":"workspace.write","args":{"path":"r.txt","content":"r"},"session":"s"}`); o.Status != "success" {
 		t.Fatalf("write: %+v", o)
 	}
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		out []restOutcome
-	)
-	for i := range 5 {
-		wg.Go(func() {
-			o := reps[i%2].call(t, token, "scribe", `{"tool":"workspace.read","args":{"path":"r.txt"},"session":"s"}`)
-			mu.Lock()
-			out = append(out, o)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	out := testenv.Parallel(5, func(i int) restOutcome {
+		return reps[i%2].call(t, token, "scribe", `{"tool":"workspace.read","args":{"path":"r.txt"},"session":"s"}`)
+	})
 	ok, loops := 0, 0
 	for _, o := range out {
 		switch {

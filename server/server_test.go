@@ -911,23 +911,23 @@ func TestProtocolRevisions(t *testing.T) {
 	if modern.ID() != "" || modern.InitializeResult().ProtocolVersion != "2026-07-28" {
 		t.Fatalf("2026-07-28: session %q, version %q", modern.ID(), modern.InitializeResult().ProtocolVersion)
 	}
-	call(modern, nil)
-	if got := lastSession(); got != "architect:default" {
-		t.Errorf("sessionless without a name: %q", got)
-	}
-	call(modern, mcp.Meta{server.MetaSession: "run-7"})
-	if got := lastSession(); got != "architect:run-7" {
-		t.Errorf("sessionless with _meta: %q", got)
-	}
 	named := connect("2026-07-28", "run-8")
-	call(named, nil)
-	if got := lastSession(); got != "architect:run-8" {
-		t.Errorf("sessionless with the header: %q", got)
-	}
-	// Another agent's session name cannot be borrowed.
-	call(modern, mcp.Meta{server.MetaSession: "reviewer:default"})
-	if got := lastSession(); got != "architect:reviewer:default" {
-		t.Errorf("a foreign session name: %q", got)
+	for _, c := range []struct {
+		what string
+		cs   *mcp.ClientSession
+		meta mcp.Meta
+		want string
+	}{
+		{"sessionless without a name", modern, nil, "architect:default"},
+		{"sessionless with _meta", modern, mcp.Meta{server.MetaSession: "run-7"}, "architect:run-7"},
+		{"sessionless with the header", named, nil, "architect:run-8"},
+		// Another agent's session name cannot be borrowed.
+		{"a foreign session name", modern, mcp.Meta{server.MetaSession: "reviewer:default"}, "architect:reviewer:default"},
+	} {
+		call(c.cs, c.meta)
+		if got := lastSession(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.what, got, c.want)
+		}
 	}
 }
 

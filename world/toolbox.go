@@ -74,20 +74,12 @@ type Toolbox struct {
 
 // Tool returns the tool with short name, or nil.
 func (tb *Toolbox) Tool(name string) *ToolboxTool {
-	for _, t := range tb.Tools {
-		if t.Name == name {
-			return t
-		}
-	}
-	return nil
+	return named(tb.Tools, name, func(t *ToolboxTool) string { return t.Name })
 }
 
 // ToolNames returns the short names of the toolbox's tools, sorted.
 func (tb *Toolbox) ToolNames() []string {
-	out := make([]string, len(tb.Tools))
-	for i, t := range tb.Tools {
-		out[i] = t.Name
-	}
+	out := names(tb.Tools, func(t *ToolboxTool) string { return t.Name })
 	sort.Strings(out)
 	return out
 }

@@ -151,21 +151,12 @@ type Toolkit struct {
 
 // Agent returns the agent with id, or nil.
 func (w *World) Agent(id string) *Agent {
-	for _, a := range w.Agents {
-		if a.ID == id {
-			return a
-		}
-	}
-	return nil
+	return named(w.Agents, id, func(a *Agent) string { return a.ID })
 }
 
 // AgentIDs returns the ids of every agent in file order.
 func (w *World) AgentIDs() []string {
-	ids := make([]string, len(w.Agents))
-	for i, a := range w.Agents {
-		ids[i] = a.ID
-	}
-	return ids
+	return names(w.Agents, func(a *Agent) string { return a.ID })
 }
 
 // Workspace returns the absolute workspace folder of agent id.
@@ -558,11 +549,26 @@ func (w *World) allowed(name string) bool {
 }
 
 func itemValues(items []Item) []string {
-	out := make([]string, len(items))
-	for i, it := range items {
-		out[i] = it.Value
+	return names(items, func(it Item) string { return it.Value })
+}
+
+// names returns name(x) for each of xs, in order.
+func names[T any](xs []T, name func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = name(x)
 	}
 	return out
+}
+
+// named returns the first of xs whose name is n, or nil.
+func named[T any](xs []*T, n string, name func(*T) string) *T {
+	for _, x := range xs {
+		if name(x) == n {
+			return x
+		}
+	}
+	return nil
 }
 
 func listDirs(dir string) string {

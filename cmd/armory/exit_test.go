@@ -5,6 +5,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 )
 
@@ -19,22 +20,9 @@ func TestExitCodeEveryKind(t *testing.T) {
 		armory.KindTimeout: exitFailure, armory.KindUnavailable: exitFailure, armory.KindInternal: exitFailure,
 		armory.KindUsage: exitUsage, armory.KindTooLarge: exitInvalid,
 	}
-	for _, k := range armory.Kinds() {
-		got, ok := exitCodes[k]
-		if !ok {
-			t.Errorf("kind %s has no exit code", k)
-			continue
-		}
-		if got != want[k] || exitCodeOf(k) != got {
-			t.Errorf("kind %s: exit %d, want %d", k, got, want[k])
-		}
-		if o := outcomeExit(pipeline.Outcome{Status: audit.StatusError, Kind: k}); o != got {
-			t.Errorf("outcome of kind %s: exit %d, error of that kind: exit %d", k, o, got)
-		}
-	}
-	if len(exitCodes) != len(armory.Kinds()) {
-		t.Errorf("the table has %d rows for %d kinds", len(exitCodes), len(armory.Kinds()))
-	}
+	testenv.KindTable(t, "exit code", exitCodes, want, exitCodeOf, func(k armory.Kind) int {
+		return outcomeExit(pipeline.Outcome{Status: audit.StatusError, Kind: k})
+	})
 	if outcomeExit(pipeline.Outcome{Status: audit.StatusSuccess}) != exitOK {
 		t.Error("a success does not exit 0")
 	}

@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // Loop detection is exact across processes: five identical `armory call`s,
@@ -23,21 +23,9 @@ func TestCLIRepetitionAcrossProcesses(t *testing.T) {
 		t.Fatalf("write: %+v", r)
 	}
 	args := `{"path":"n.txt"}`
-	var (
-		wg  sync.WaitGroup
-		mu  sync.Mutex
-		out []callOut
-	)
-	for range 5 {
-		wg.Go(func() {
-			r := armoryCmd(t, env, "call", "scribe", "workspace.read", "--args", args)
-			o := callJSON(t, r)
-			mu.Lock()
-			out = append(out, o)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	out := testenv.Parallel(5, func(int) callOut {
+		return callJSON(t, armoryCmd(t, env, "call", "scribe", "workspace.read", "--args", args))
+	})
 	ok, loops := 0, 0
 	for _, o := range out {
 		switch {

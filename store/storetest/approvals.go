@@ -28,13 +28,18 @@ func newApproval(agent string) *store.Approval {
 	}
 }
 
+func mustCreateApproval(t *testing.T, ctx context.Context, s store.Store, a *store.Approval) {
+	t.Helper()
+	if err := s.CreateApproval(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func testApprovalLifecycle(t *testing.T, open Opener) {
 	ctx := ctxT(t)
 	s := open(t)
 	a := newApproval("alice")
-	if err := s.CreateApproval(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateApproval(t, ctx, s, a)
 	if a.ID == "" || a.Status != store.StatusPending || a.Route != store.RouteHuman || a.CreatedAt.IsZero() {
 		t.Fatalf("defaults not applied: %+v", a)
 	}
@@ -56,9 +61,7 @@ func testApprovalLifecycle(t *testing.T, open Opener) {
 	b := newApproval("bob")
 	b.Route = store.RouteAgent("reviewer")
 	b.Level = "always_confirm"
-	if err := s.CreateApproval(ctx, b); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateApproval(t, ctx, s, b)
 	if err := s.CreateApproval(ctx, &store.Approval{Agent: "x", Status: "weird"}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("bad status: %v", err)
 	}
@@ -142,9 +145,7 @@ func testApprovalEscalation(t *testing.T, open Opener) {
 	s := open(t)
 	a := newApproval("alice")
 	a.Route = store.RouteAgent("reviewer")
-	if err := s.CreateApproval(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateApproval(t, ctx, s, a)
 	if err := s.DecideApproval(ctx, a.ID, store.StatusEscalated, "reviewer", "needs a human"); err != nil {
 		t.Fatal(err)
 	}
@@ -168,9 +169,7 @@ func testApprovalDoubleDecisionRace(t *testing.T, open Opener) {
 	ctx := ctxT(t)
 	stores := []store.Store{open(t), open(t)}
 	a := newApproval("alice")
-	if err := stores[0].CreateApproval(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateApproval(t, ctx, stores[0], a)
 	var ok, conflict atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 16 {
@@ -201,9 +200,7 @@ func testWaitApprovalOtherStore(t *testing.T, open Opener) {
 	waiter, decider := open(t), open(t)
 	a := newApproval("alice")
 	a.Route = store.RouteAgent("reviewer")
-	if err := waiter.CreateApproval(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateApproval(t, ctx, waiter, a)
 	type result struct {
 		a   *store.Approval
 		err error
@@ -240,9 +237,7 @@ func testWaitApprovalBlocks(t *testing.T, open Opener) {
 	ctx := ctxT(t)
 	s := open(t)
 	a := newApproval("alice")
-	if err := s.CreateApproval(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	mustCreateApproval(t, ctx, s, a)
 	if err := s.DecideApproval(ctx, a.ID, store.StatusEscalated, "reviewer", ""); err != nil {
 		t.Fatal(err)
 	}
