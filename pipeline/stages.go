@@ -272,10 +272,14 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 // anything: danger at most cautious, no capability but read_fs and
 // read_state, and none of the categories that write, delete, run commands,
 // use git, reach the web or an upstream MCP server (whose manifest Armory
-// cannot hold it to). Such a call's start record is committed without an
-// fsync of its own (store.AdmitRequest.NoSync): until its finish record,
-// which is always durable and makes it durable too, only a power loss or an
-// OS crash can lose it, and then nothing was changed that it would explain.
+// cannot hold it to). Such a call that streams nothing runs before it is
+// admitted and commits its admission, start and finish records in one
+// transaction (store.AdmitRequest.Finish), its result thrown away if the
+// admission is refused; one that is admitted first (a streaming call, a
+// session just refused) has its start record committed without an fsync of
+// its own (store.AdmitRequest.NoSync): until its finish record, which is
+// durable and makes it durable too, only a power loss or an OS crash can
+// lose it, and then nothing was changed that it would explain.
 func effectFree(m armory.Manifest) bool {
 	if m.Danger > armory.DangerCautious {
 		return false
