@@ -20,14 +20,18 @@ func (a *app) approvalsCmd() *cobra.Command {
 		Use:   "list",
 		Short: "Approval requests, oldest first (default: open ones: pending and escalated)",
 		Args:  exactArgs(),
+		// Checked before the store is opened.
+		PreRunE: func(*cobra.Command, []string) error {
+			if status != "" && !store.ApprovalStatus(status).Valid() {
+				return usageErr("--status must be pending, escalated, approved, denied or expired")
+			}
+			return nil
+		},
 	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
 		var out []*store.Approval
 		statuses := []store.ApprovalStatus{store.StatusPending, store.StatusEscalated}
 		if status != "" {
 			statuses = []store.ApprovalStatus{store.ApprovalStatus(status)}
-			if !statuses[0].Valid() {
-				return usageErr("--status must be pending, escalated, approved, denied or expired")
-			}
 		}
 		for _, s := range statuses {
 			as, err := st.ListApprovals(ctx, store.ApprovalFilter{Status: s, Agent: agent, Limit: store.MaxLimit})

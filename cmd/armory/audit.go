@@ -26,18 +26,23 @@ func (a *app) auditCmd() *cobra.Command {
 		Use:   "audit [--agent A] [--tool T] [--status S] [--since TIME] [--limit N] [--json]",
 		Short: "Show audit records, newest first",
 		Args:  exactArgs(),
-	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
-		f.Status = audit.Status(status)
-		if status != "" && !f.Status.Valid() {
-			return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
-		}
-		if since != "" {
-			t, err := server.ParseSince(since)
-			if err != nil {
-				return usageErr("--since: %v", err)
+		// The flags are checked before the store is opened: a usage error
+		// does not depend on the world or the store.
+		PreRunE: func(*cobra.Command, []string) error {
+			f.Status = audit.Status(status)
+			if status != "" && !f.Status.Valid() {
+				return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
 			}
-			f.Since = t
-		}
+			if since != "" {
+				t, err := server.ParseSince(since)
+				if err != nil {
+					return usageErr("--since: %v", err)
+				}
+				f.Since = t
+			}
+			return nil
+		},
+	}, func(ctx context.Context, _ *roster.Roster, st store.Store, _ []string) error {
 		recs, err := st.ListAudit(ctx, f)
 		if err != nil {
 			return store.Err("audit", err)

@@ -267,3 +267,36 @@ func testenvBwrap(t *testing.T) {
 	testenv.LookPath(t, "bwrap", "apt-get install bubblewrap")
 	testenv.LookPath(t, "python3", "apt-get install python3")
 }
+
+// TestCLIUsageBeforeOpening: a bad flag value is a usage error (exit 64)
+// found before the command opens anything: it does not depend on the world
+// or the store being there, and it neither creates the store nor starts the
+// world's upstream servers.
+func TestCLIUsageBeforeOpening(t *testing.T) {
+	w := initWorld(t)
+	cases := [][]string{
+		{"tool", "specs", "architect", "--format", "xml"},
+		{"audit", "--status", "succes"},
+		{"audit", "--since", "yesterday"},
+		{"approvals", "list", "--status", "bogus"},
+	}
+	for _, args := range cases {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := armoryCmd(t, nil, append([]string{"--world", filepath.Join(t.TempDir(), "none")}, args...)...)
+			if r.code != exitUsage {
+				t.Errorf("without a world: exit %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
+			}
+			r = armoryCmd(t, nil, append([]string{"--world", w, "--db", "postgres://nobody@127.0.0.1:1/none"}, args...)...)
+			if r.code != exitUsage {
+				t.Errorf("with a store that cannot be opened: exit %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
+			}
+			r = armoryCmd(t, nil, append([]string{"--world", w}, args...)...)
+			if r.code != exitUsage {
+				t.Errorf("exit %d, stderr %q; want %d", r.code, r.stderr, exitUsage)
+			}
+			if _, err := os.Stat(filepath.Join(w, ".armory", "armory.db")); err == nil {
+				t.Errorf("a usage error created the store")
+			}
+		})
+	}
+}

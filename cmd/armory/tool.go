@@ -37,9 +37,6 @@ func (a *app) toolCmd() *cobra.Command {
 	})
 	var format string
 	specs := a.agentCmd("specs AGENT", "Tool specs as JSON for --format openai, anthropic or mcp", func(_ *roster.Roster, ag *roster.Agent) error {
-		if format != "openai" && format != "anthropic" && format != "mcp" {
-			return usageErr("--format must be openai, anthropic or mcp, got %q", format)
-		}
 		var b []byte
 		var err error
 		switch format {
@@ -57,5 +54,12 @@ func (a *app) toolCmd() *cobra.Command {
 		return nil
 	})
 	specs.Flags().StringVar(&format, "format", "openai", "openai, anthropic or mcp")
+	// Checked before the world is loaded (and its upstream servers started).
+	specs.PreRunE = func(*cobra.Command, []string) error {
+		if format != "openai" && format != "anthropic" && format != "mcp" {
+			return usageErr("--format must be openai, anthropic or mcp, got %q", format)
+		}
+		return nil
+	}
 	return group("tool", "Show an agent's tools", listCmd, brief, prompt, specs)
 }
