@@ -256,6 +256,26 @@ func testCacheManySessions(t *testing.T, open Opener) {
 // an Opener whose Stores use now as their clock (Options.Now).
 func RunClock(t *testing.T, open func(now func() time.Time) Opener) {
 	t.Run("SessionClock", func(t *testing.T) { testSessionClock(t, open) })
+	t.Run("PinTimesAtEpoch", func(t *testing.T) { testPinTimesAtEpoch(t, open) })
+}
+
+// A pin made or accepted when the clock reads the Unix epoch still has a
+// time (0 µs stores as 1 µs): PinnedAt and PendingAt are never the zero
+// time of "not set".
+func testPinTimesAtEpoch(t *testing.T, open func(now func() time.Time) Opener) {
+	s := open(func() time.Time { return time.Unix(0, 0) })(t)
+	ctx := context.Background()
+	v1, v2 := pinHash("epoch-v1"), pinHash("epoch-v2")
+	p, err := s.ObservePin(ctx, "fs", "read", v1, nil)
+	if err != nil || p.PinnedAt.IsZero() {
+		t.Fatalf("first sight at the epoch: %+v %v", p, err)
+	}
+	if p, err = s.ObservePin(ctx, "fs", "read", v2, nil); err != nil || p.PendingHash != v2 || p.PendingAt.IsZero() {
+		t.Fatalf("change at the epoch: %+v %v", p, err)
+	}
+	if p, err = s.AcceptPin(ctx, "fs", "read", v2); err != nil || p.Hash != v2 || p.PinnedAt.IsZero() {
+		t.Fatalf("accept at the epoch: %+v %v", p, err)
+	}
 }
 
 // ResetSession by another Store between batches restarts the clock that

@@ -51,7 +51,7 @@ func (c *Core) ObservePin(ctx context.Context, server, tool, hash string, def js
 	if err := store.CheckPin(server, tool, hash, def); err != nil {
 		return nil, c.errf("observe pin", err)
 	}
-	now := c.c.Now().UnixMicro()
+	now := max(c.c.Now().UnixMicro(), 1) // 0 reads back as "no time"
 	var p *store.ToolPin
 	err = c.c.Tx(ctx, func(q Querier) (err error) {
 		if _, err := q.Exec(ctx, `INSERT INTO tool_pins (server, tool, hash, definition, pinned_us) VALUES (?, ?, ?, ?, ?)
@@ -96,7 +96,7 @@ func (c *Core) AcceptPin(ctx context.Context, server, tool, hash string) (*store
 			return final(c.errf("accept pin "+server+"/"+tool, err))
 		}
 		if _, err := q.Exec(ctx, `UPDATE tool_pins SET hash = pending_hash, definition = pending_def, pinned_us = ?,
-			pending_hash = '', pending_def = ?, pending_us = 0 WHERE server = ? AND tool = ?`, c.c.Now().UnixMicro(), []byte{}, server, tool); err != nil {
+			pending_hash = '', pending_def = ?, pending_us = 0 WHERE server = ? AND tool = ?`, max(c.c.Now().UnixMicro(), 1), []byte{}, server, tool); err != nil {
 			return err
 		}
 		p, err = scanPin(q.QueryRow(ctx, selectPin+` WHERE server = ? AND tool = ?`, server, tool))
