@@ -348,7 +348,7 @@ func reasonsOf(stages []audit.Stage) []string {
 // trail holds only what an admission before the run would have left.
 func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome {
 	startRec := p.record(s, audit.PhaseStart, audit.StatusRunning, "")
-	eligible := s.admit != nil && effectFree(s.man) && s.c.Progress == nil
+	eligible := s.admit != nil && effectFree(s.man) && s.c.Progress == nil && p.shipped(s)
 	capped := eligible && p.capped.has(s.c.Session)
 	late := eligible && !capped
 	if !late {
@@ -416,6 +416,20 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 		o.Reasons = append(o.Reasons, "audit: the finish entry could not be written: "+err.Error())
 	}
 	return o
+}
+
+// shipped reports whether the call's tool is one Armory implements (a
+// built-in or a pipeline tool), whose manifest its code keeps. A world
+// toolbox tool runs a program and a tool registered at run time is someone
+// else's code: their manifests are declarations Armory cannot hold them to
+// (as an upstream MCP tool's), so even declared effect-free they are
+// admitted before they run, and a refused call runs nothing.
+func (p *Pipeline) shipped(s *state) bool {
+	switch p.h.Source(s.ag, s.c.Tool) {
+	case roster.SourceBuiltin, roster.SourcePipeline:
+		return true
+	}
+	return false
 }
 
 // auditFailed is the outcome of a call whose admission could not be

@@ -272,8 +272,8 @@ func (p *Pipeline) caps(ctx context.Context, s *state) *refusal {
 // anything: danger at most cautious, no capability but read_fs and
 // read_state, and none of the categories that write, delete, run commands,
 // use git, reach the web or an upstream MCP server (whose manifest Armory
-// cannot hold it to). Such a call that streams nothing runs before it is
-// admitted and commits its admission, start and finish records in one
+// cannot hold it to). Such a call of a tool Armory implements (shipped)
+// that streams nothing runs before it is admitted and commits its admission, start and finish records in one
 // transaction (store.AdmitRequest.Finish), its result thrown away if the
 // admission is refused; one that is admitted first (a streaming call, a
 // session just refused) has its start record committed without an fsync of

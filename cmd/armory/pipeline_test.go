@@ -3,6 +3,7 @@ package main
 import (
 	"database/sql"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 type callOut struct {
@@ -335,5 +337,52 @@ func TestCLIRoots(t *testing.T) {
 	r = armoryCmd(t, env, "call", "intern", "workspace.read", "--args", `{"path":"@project:site/README.md"}`)
 	if o := callJSON(t, r); r.code == 0 || !strings.Contains(o.Result, "project:site") {
 		t.Fatalf("ungranted root: %+v", r)
+	}
+}
+
+// A world toolbox tool runs a program, which Armory cannot hold to the
+// manifest its toolbox.yaml declares: even declared read-only (danger safe,
+// read_fs only, file_read) it is admitted before it runs, so a call that
+// loop detection or a cap refuses does not run the program.
+func TestCLIToolboxToolRefusedDoesNotRun(t *testing.T) {
+	testenvBwrap(t)
+	w := initWorld(t)
+	appendFile(t, filepath.Join(w, "toolbox/devtools/toolbox.yaml"), "  - name: mark\n    description: appends a line to ran.log\n"+
+		"    binary: bin/mark\n    danger: safe\n    capabilities: [read_fs]\n    category: file_read\n    permission: auto\n")
+	if err := testenv.WriteFiles(w, map[string]string{"toolbox/devtools/bin/mark": "#!/bin/sh\necho ran >> ran.log\necho ok\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(w, "toolbox/devtools/bin/mark"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(w, "archetype/architect/config.md")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(b), "- word-count\n", "- word-count\n- mark\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"ARMORY_WORLD=" + w}
+	ran := func() int {
+		logs, _ := filepath.Glob(filepath.Join(w, "*", "architect", "ran.log"))
+		if len(logs) != 1 {
+			return 0
+		}
+		b, _ := os.ReadFile(logs[0])
+		return strings.Count(string(b), "ran\n")
+	}
+	for i := 1; i <= 6; i++ {
+		r := armoryCmd(t, env, "call", "architect", "devtools.mark")
+		o := callJSON(t, r)
+		switch {
+		case i < 5 && (r.code != 0 || o.Status != "success"):
+			t.Fatalf("call %d: %+v", i, r)
+		case i >= 5 && o.Status != "blocked":
+			t.Fatalf("call %d past loop detection: %+v", i, r)
+		}
+	}
+	if n := ran(); n != 4 {
+		t.Fatalf("the program ran %d times for 4 admitted calls", n)
 	}
 }
