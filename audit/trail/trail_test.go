@@ -13,8 +13,11 @@ import (
 
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/audit/trail"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/store"
+	"github.com/armory-dev/armory/store/postgres"
 	"github.com/armory-dev/armory/store/sqlite"
+	"github.com/jackc/pgx/v5"
 )
 
 func openStore(t *testing.T, path string) *sqlite.Store {
@@ -304,4 +307,60 @@ func TestFollowerKeepsFolderWhenStoreFails(t *testing.T) {
 	if s := f.Status(); !s.Writer || !strings.Contains(s.Err, "read the store") {
 		t.Fatalf("status %+v", s)
 	}
+}
+
+// Close's last catch-up is bounded by its context even when the store
+// stops answering: a real Postgres whose audit table another session holds
+// locked. Close returns with the context's error, the files stay behind
+// the store, and the next Follower catches them up: nothing is lost.
+func TestFollowerCloseBoundedWhenStoreHangs(t *testing.T) {
+	dsn := testenv.PostgresSchema(t)
+	ctx := context.Background()
+	st, err := postgres.OpenWith(ctx, dsn, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	appendN(t, st, 3, "x")
+	dir := filepath.Join(t.TempDir(), "audit")
+	// Poll an hour: records appended straight to the store (not handed
+	// over by a pipeline) reach the files only at the last catch-up.
+	f := trail.Start(dir, st, trail.Options{Poll: time.Hour})
+	wait(t, f, 3)
+	appendN(t, st, 2, "y")
+
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE audit_records IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Close(cctx) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close with a hung store returned %v, want the context's deadline", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Close did not return after its context ended")
+	}
+	if s := f.Status(); s.Written != 3 {
+		t.Fatalf("status %+v, want the files at seq 3", s)
+	}
+
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f2 := trail.Start(dir, st, trail.Options{Poll: 5 * time.Millisecond})
+	defer f2.Close(ctx)
+	wait(t, f2, 5)
 }
