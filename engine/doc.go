@@ -38,6 +38,8 @@
 // contributes tools through Provision and is closed by Close. The upstream
 // MCP servers are the first one (Upstreams); the packages that come next
 // (services, skills, wasm, containers) plug in the same way through
-// Options.Modules. A module depends on the engine, the pipeline and the
-// store's interfaces, never on a surface.
+// Options.Modules. A module's Name is the source its tools show under
+// (upstream, services, …); Armory's own sources (built-in, toolbox,
+// pipeline, run time) cannot be claimed. A module depends on the engine,
+// the pipeline and the store's interfaces, never on a surface.
 package engine

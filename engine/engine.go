@@ -129,7 +129,7 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 			if err != nil {
 				return nil, armory.E("engine.Open", armory.KindOf(err), "module "+m.Name(), err)
 			}
-			ropts = c.addTo(ropts)
+			ropts = c.addTo(ropts, m.Name())
 			warns = append(warns, c.Warnings...)
 		}
 	}

@@ -224,6 +224,44 @@ func TestOpenFailureReleasesWhatItOpened(t *testing.T) {
 }
 
 // dupTool has the name of a built-in tool.
+// A module's tools show under its name; a module named like one of
+// Armory's own sources (built-in) cannot open, and what it started is
+// released.
+func TestModuleNameIsItsToolsSource(t *testing.T) {
+	var log []string
+	svc := &probe{name: "services", log: &log, tools: []armory.Tool{namedTool("world.clock")}}
+	e, err := engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Modules: []engine.Module{svc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, _ := e.Roster().Agent("architect")
+	if src := e.Roster().Source(ag, "world.clock"); src != "services" {
+		t.Errorf("source of world.clock = %q, want services", src)
+	}
+	e.Close()
+
+	log = nil
+	fake := &probe{name: "built-in", log: &log, tools: []armory.Tool{namedTool("world.clock")}}
+	_, err = engine.Open(context.Background(), engine.Options{World: testenv.ExampleWorld(t), Modules: []engine.Module{fake}})
+	if armory.KindOf(err) != armory.KindInvalid || !strings.Contains(err.Error(), "reserved") {
+		t.Fatalf("a module named built-in: %v", err)
+	}
+	if !slices.Equal(log, []string{"provision built-in", "close built-in"}) {
+		t.Fatalf("lifecycle %v", log)
+	}
+}
+
+// namedTool is a tool that does nothing, under a name.
+type namedTool string
+
+func (n namedTool) Spec() armory.Spec {
+	return armory.Spec{Name: string(n), Description: "does nothing", InputSchema: json.RawMessage(`{"type":"object"}`)}
+}
+func (namedTool) Manifest() armory.Manifest { return armory.Manifest{} }
+func (namedTool) Execute(context.Context, armory.Invocation) armory.Result {
+	return armory.Result{Success: true}
+}
+
 type dupTool struct{}
 
 func (dupTool) Spec() armory.Spec {

@@ -17,7 +17,9 @@ import (
 // when the Engine closes — also when its Provision failed, so a module
 // closes whatever it started before failing.
 type Module interface {
-	// Name names the module in errors ("upstream").
+	// Name names the module in errors and is the source its tools show
+	// under (`tool list --long`, explain, REST): a short lower-case name
+	// that is not one of Armory's own sources (see roster.ModuleTools).
 	Name() string
 	// Provision prepares the module for the world in env and returns the
 	// tools it contributes to the catalog. A failure that leaves the world
@@ -61,8 +63,12 @@ type Contribution struct {
 	Warnings world.Diagnostics
 }
 
-func (c Contribution) addTo(o roster.Options) roster.Options {
-	o.Extra = append(o.Extra, c.Tools...)
+// addTo adds c to o, its tools under the source of the module named
+// source.
+func (c Contribution) addTo(o roster.Options, source string) roster.Options {
+	if len(c.Tools) > 0 {
+		o.Modules = append(o.Modules, roster.ModuleTools{Source: source, Tools: c.Tools})
+	}
 	if len(c.Unavailable) > 0 {
 		if o.Unavailable == nil {
 			o.Unavailable = map[string]string{}
@@ -80,7 +86,7 @@ func Upstreams() Module { return &upstreams{} }
 
 type upstreams struct{ set *upstream.Set }
 
-func (*upstreams) Name() string { return "upstream" }
+func (*upstreams) Name() string { return roster.SourceUpstream }
 
 func (m *upstreams) Provision(ctx context.Context, env Env) (Contribution, error) {
 	if len(env.World.MCPServers) == 0 {

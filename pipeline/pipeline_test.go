@@ -171,7 +171,11 @@ func openFixture(dir string) (*fixture, error) {
 		Danger: armory.DangerDangerous, Capabilities: []armory.Capability{armory.CapWriteFS}, Permission: armory.PermAlwaysConfirm}}})
 	f.tools["test.effect"].block = make(chan struct{})
 	f.tools["test.effect"].mark = filepath.Join(dir, "effect.log")
-	h, err := roster.Open(f.dir, roster.Options{Builtins: tools})
+	// svc.noop is a module's tool (a world service, say): effect-free by
+	// its manifest, but not Armory's own, so it is admitted before it runs.
+	svc := &testTool{name: "svc.noop", man: armory.Manifest{Category: armory.CatOther}}
+	f.tools[svc.name] = svc
+	h, err := roster.Open(f.dir, roster.Options{Builtins: tools, Modules: []roster.ModuleTools{{Source: "services", Tools: []armory.Tool{svc}}}})
 	if err != nil {
 		return nil, err
 	}
@@ -365,6 +369,7 @@ func TestEffectFreeCallCommitsOnce(t *testing.T) {
 		{"dev", "test.noop", `{}`, false, 0, 1},
 		{"dev", "test.args", `{"n":1}`, false, 0, 1},
 		{"dev", "test.args", `{"n":2}`, true, 1, 1},
+		{"dev", "svc.noop", `{}`, false, 1, 1}, // a module's tool: admitted (relaxed) before it runs, then finished
 		{"ops", "test.write", `{"path":"a","content":"x"}`, false, 0, 2},
 		{"ops", "test.shell", `{"command":"ls"}`, false, 0, 2},
 	} {

@@ -32,7 +32,7 @@ func extraWorld(t *testing.T) string {
 func TestExtraToolsAndUnavailable(t *testing.T) {
 	dir := extraWorld(t)
 	h, err := Open(dir, Options{
-		Extra:       []armory.Tool{extraTool{"mcp.fs.read"}, extraTool{"mcp.misc.echo"}},
+		Modules:     []ModuleTools{{Source: SourceUpstream, Tools: []armory.Tool{extraTool{"mcp.fs.read"}, extraTool{"mcp.misc.echo"}}}},
 		Unavailable: map[string]string{"mcp.gone": "server gone is unavailable: boom", "mcp.fs.write": "withheld: changed", "mcp.fs": "never used: a tool entry is more specific"},
 	})
 	if err != nil {
@@ -72,17 +72,21 @@ func fmtDiags(ds world.Diagnostics) string {
 }
 
 func TestExtraToolDuplicateIsAnError(t *testing.T) {
-	_, err := Open(extraWorld(t), Options{Extra: []armory.Tool{extraTool{"workspace.read"}}})
+	_, err := Open(extraWorld(t), Options{Modules: []ModuleTools{{Source: "notes", Tools: []armory.Tool{extraTool{"workspace.read"}}}}})
 	var ie *world.InvalidError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), `duplicate tool name "workspace.read"`) {
 		t.Fatalf("got %v", err)
 	}
 }
 
-// Every source shows in the one view: upstream (Extra), built-in, and a
-// tool registered at run time, which explain also reports.
+// Every source shows in the one view: a module's (upstream, and another
+// module under its own name), built-in, and a tool registered at run
+// time, which explain also reports.
 func TestToolSources(t *testing.T) {
-	h, err := Open(extraWorld(t), Options{Extra: []armory.Tool{extraTool{"mcp.fs.read"}}, Sandbox: noSandboxCheck})
+	h, err := Open(extraWorld(t), Options{Modules: []ModuleTools{
+		{Source: SourceUpstream, Tools: []armory.Tool{extraTool{"mcp.fs.read"}}},
+		{Source: "services", Tools: []armory.Tool{extraTool{"world.clock"}}},
+	}, Sandbox: noSandboxCheck})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +98,7 @@ func TestToolSources(t *testing.T) {
 	for _, ti := range h.Tools(ag) {
 		got[ti.Name] = ti.Source
 	}
-	for name, want := range map[string]string{"mcp.fs.read": SourceUpstream, "workspace.read": SourceBuiltin, "skill.notes.add": SourceRunTime} {
+	for name, want := range map[string]string{"mcp.fs.read": SourceUpstream, "world.clock": "services", "workspace.read": SourceBuiltin, "skill.notes.add": SourceRunTime} {
 		if got[name] != want {
 			t.Errorf("source of %s = %q, want %q (all: %v)", name, got[name], want, got)
 		}
@@ -105,5 +109,18 @@ func TestToolSources(t *testing.T) {
 	}
 	if s := h.AccessSummary(ag); !strings.Contains(strings.Join(s.Tools, ","), "skill.notes.add") {
 		t.Errorf("access summary lacks the run-time tool: %v", s.Tools)
+	}
+}
+
+// A module cannot give its tools one of the sources Armory gives its own:
+// those decide what runs before admission (built-in) and which network
+// policy a web tool dials under, so a module claiming one is refused, and
+// so is a source that is not a plain name.
+func TestModuleCannotClaimArmorysSources(t *testing.T) {
+	for _, src := range []string{SourceBuiltin, "builtin", SourceToolbox, SourcePipeline, SourceRunTime, "", "Upstream", "toolbox devtools", "a/b", strings.Repeat("x", 33)} {
+		_, err := Open(extraWorld(t), Options{Modules: []ModuleTools{{Source: src, Tools: []armory.Tool{extraTool{"mcp.fs.read"}}}}, Sandbox: noSandboxCheck})
+		if armory.KindOf(err) != armory.KindInvalid || !strings.Contains(err.Error(), "module source") {
+			t.Errorf("source %q: got %v, want a KindInvalid module source error", src, err)
+		}
 	}
 }

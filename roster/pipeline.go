@@ -79,14 +79,14 @@ func pipelineDecision(t *PipelineTool, ag *Agent) (bool, []string) {
 const (
 	SourceBuiltin  = "built-in"
 	SourceToolbox  = "toolbox"
-	SourceUpstream = "upstream"
+	SourceUpstream = "upstream" // the upstream module's tools
 	SourcePipeline = "pipeline"
 	SourceRunTime  = "run time"
 )
 
 // Source says where tool name of agent ag comes from: built-in, toolbox
-// (with its name), upstream (an MCP server), pipeline (added by the guarded
-// pipeline) or run time (registered after the world loaded, for example a
+// (with its name), the engine module that contributed it (upstream: an
+// MCP server), pipeline (added by the guarded pipeline) or run time (registered after the world loaded, for example a
 // skill's tool).
 func (h *Roster) Source(ag *Agent, name string) string {
 	if !h.Catalog.Has(name) {
@@ -101,8 +101,27 @@ func (h *Roster) Source(ag *Agent, name string) string {
 	if _, ok := h.pipe[name]; ok {
 		return SourcePipeline
 	}
-	if h.upstream[name] {
-		return SourceUpstream
+	if src, ok := h.module[name]; ok {
+		return src
 	}
 	return SourceBuiltin
+}
+
+// checkModuleSource refuses a module source that is empty, not a short
+// lower-case name, or one of the sources Armory gives its own tools.
+func checkModuleSource(src string) error {
+	const op = "roster.New"
+	switch src {
+	case SourceBuiltin, SourceToolbox, SourcePipeline, SourceRunTime, "builtin":
+		return armory.E(op, armory.KindInvalid, fmt.Sprintf("module source %q is reserved for Armory's own tools", src))
+	}
+	ok := src != "" && len(src) <= 32 && src[0] >= 'a' && src[0] <= 'z'
+	for i := 0; ok && i < len(src); i++ {
+		c := src[i]
+		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-'
+	}
+	if !ok {
+		return armory.E(op, armory.KindInvalid, fmt.Sprintf("module source %q: want a lower-case name of at most 32 letters, digits and '-'", src))
+	}
+	return nil
 }

@@ -34,10 +34,13 @@ type Options struct {
 	// Sandbox checks a "sandbox" requirement for the world's sandbox
 	// setting (default sandbox.Requirement).
 	Sandbox func(backend string) error
-	// Extra are further tools for the catalog, for example the tools of
-	// upstream MCP servers (see package upstream). They are governed like
-	// any tool; a name that another tool has is an error of the world.
-	Extra []armory.Tool
+	// Modules are further tools for the catalog, grouped by the engine
+	// module that contributes them: the tools of upstream MCP servers (see
+	// package upstream), later the world's services, skills and WASM
+	// tools. They are governed like any tool; a name that another tool
+	// has is an error of the world. Each group's Source is what
+	// `tool list --long`, explain and REST show for its tools.
+	Modules []ModuleTools
 	// Unavailable says, per tool name or family, why tools that the world
 	// declares are not in the catalog: an upstream MCP server that failed
 	// to start ("mcp.fs"), a definition withheld until a human accepts it
@@ -45,6 +48,16 @@ type Options struct {
 	// entry covering a tool; a group or toolkit entry naming one is not
 	// warned about as undefined.
 	Unavailable map[string]string
+}
+
+// ModuleTools are the tools one module contributes, with the source they
+// show under. Source is a short lower-case name ("upstream") and cannot be
+// a source Armory gives its own tools (built-in, toolbox, pipeline, run
+// time): those sources decide what runs before admission and which
+// network policy a web tool dials under, so a module cannot claim them.
+type ModuleTools struct {
+	Source string
+	Tools  []armory.Tool
 }
 
 // Roster is a loaded world with its agents' registries. It is safe for
@@ -65,8 +78,8 @@ type Roster struct {
 	box                map[string]string   // toolbox tool full name → toolbox name
 	unavail            map[string]string   // Options.Unavailable
 	pipe               map[string]*PipelineTool
-	// upstream holds the names of Options.Extra tools.
-	upstream map[string]bool
+	// module maps the name of each Options.Modules tool to its source.
+	module map[string]string
 }
 
 // Agent is one hosted agent.
@@ -112,7 +125,7 @@ func New(w *world.World, opts Options) (*Roster, error) {
 		opts.Sandbox = sandbox.Requirement
 	}
 	h := &Roster{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
-		pipe: map[string]*PipelineTool{}, upstream: map[string]bool{}}
+		pipe: map[string]*PipelineTool{}, module: map[string]string{}}
 	var ds world.Diagnostics
 
 	// Catalog: built-ins and toolbox tools. Report every duplicate at once,
@@ -134,15 +147,20 @@ func New(w *world.World, opts Options) (*Roster, error) {
 		h.box[name] = def.Toolbox
 		tools = append(tools, t)
 	}
-	for _, t := range opts.Extra {
-		name := t.Spec().Name
-		if prev, dup := seen[name]; dup {
-			ds.Errorf(world.ConfigFile, 0, "duplicate tool name %q (also %s)", name, prev)
-			continue
+	for _, mt := range opts.Modules {
+		if err := checkModuleSource(mt.Source); err != nil {
+			return nil, err
 		}
-		seen[name] = "an upstream tool"
-		h.upstream[name] = true
-		tools = append(tools, t)
+		for _, t := range mt.Tools {
+			name := t.Spec().Name
+			if prev, dup := seen[name]; dup {
+				ds.Errorf(world.ConfigFile, 0, "duplicate tool name %q (also %s)", name, prev)
+				continue
+			}
+			seen[name] = "a tool of module " + mt.Source
+			h.module[name] = mt.Source
+			tools = append(tools, t)
+		}
 	}
 	// Tools the pipeline adds, when some agent gets them.
 	for _, pt := range PipelineTools() {

@@ -82,7 +82,7 @@ func start(t testing.TB, dir string, st store.Store, opts upstream.Options) (*up
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { set.Close() })
-	h, err := roster.Open(dir, roster.Options{Extra: set.Tools(), Unavailable: set.Unavailable()})
+	h, err := roster.Open(dir, roster.Options{Modules: []roster.ModuleTools{{Source: roster.SourceUpstream, Tools: set.Tools()}}, Unavailable: set.Unavailable()})
 	if err != nil {
 		t.Fatal(err)
 	}
