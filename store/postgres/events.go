@@ -105,29 +105,59 @@ func (s *Store) deliverEvent(payload string) {
 	}
 }
 
-// publishLoop sends queued events in batches until the Store closes.
+// publishLoop sends queued events in batches until the Store closes, then
+// sends what is still queued (within eventDrainTimeout), so that a short
+// process (a CLI command deciding an approval) does not lose its events
+// by closing right after publishing them.
 func (s *Store) publishLoop() {
 	defer s.lwg.Done()
 	batch := make([]string, 0, eventBatch)
 	for {
 		select {
 		case <-s.gate.Closing():
+			s.drainEvents(batch)
 			return
 		case p := <-s.ev.q:
 			batch = append(batch[:0], string(p))
 		}
-	more:
-		for len(batch) < eventBatch {
-			select {
-			case p := <-s.ev.q:
-				batch = append(batch, string(p))
-			default:
-				break more
-			}
-		}
+		batch = s.fillBatch(batch)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		// One statement, one transaction: every payload of the batch.
-		_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i`, EventsChannel, batch)
+		s.notify(ctx, batch)
 		cancel()
 	}
+}
+
+// eventDrainTimeout bounds how long Close spends sending queued events.
+const eventDrainTimeout = 2 * time.Second
+
+// drainEvents sends the events queued when the Store began to close, in
+// batches, until the queue is empty or eventDrainTimeout passes.
+func (s *Store) drainEvents(batch []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventDrainTimeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		batch = s.fillBatch(batch[:0])
+		if len(batch) == 0 {
+			return
+		}
+		s.notify(ctx, batch)
+	}
+}
+
+// fillBatch adds queued events to batch, without waiting, up to eventBatch.
+func (s *Store) fillBatch(batch []string) []string {
+	for len(batch) < eventBatch {
+		select {
+		case p := <-s.ev.q:
+			batch = append(batch, string(p))
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// notify sends batch in one statement, one transaction.
+func (s *Store) notify(ctx context.Context, batch []string) {
+	_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i`, EventsChannel, batch)
 }

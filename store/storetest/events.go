@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -35,5 +36,38 @@ func testEvents(t *testing.T, open Opener) {
 	a.Close()
 	if a.PublishEvent([]byte("after close")) {
 		t.Fatal("a closed Store sent an event")
+	}
+}
+
+// testEventsSentBeforeClose: events a Store queued just before it closed
+// still reach the other Stores (a short process, such as a CLI command
+// deciding an approval, closes right after publishing).
+func testEventsSentBeforeClose(t *testing.T, open Opener) {
+	a, b := open(t), open(t)
+	const n = 200 // more than one batch
+	got := make(chan string, n)
+	defer b.SubscribeEvents(func(p []byte) { got <- string(p) })()
+	sent := 0
+	for i := range n {
+		if a.PublishEvent(fmt.Appendf(nil, "e%d", i)) {
+			sent++
+		}
+	}
+	a.Close()
+	if sent == 0 {
+		return // this backend reaches no other process
+	}
+	if sent != n {
+		t.Fatalf("%d of %d events queued with an empty queue", sent, n)
+	}
+	deadline := time.After(time.Minute) // a bound, not a timing check
+	seen := map[string]bool{}
+	for len(seen) < n {
+		select {
+		case p := <-got:
+			seen[p] = true
+		case <-deadline:
+			t.Fatalf("%d of %d events published before Close arrived", len(seen), n)
+		}
 	}
 }

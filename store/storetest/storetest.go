@@ -88,6 +88,7 @@ func Run(t *testing.T, open Opener) {
 		}},
 		{"Events", []check{
 			{"SentReachesOtherStore", testEvents},
+			{"SentBeforeCloseArrives", testEventsSentBeforeClose},
 		}},
 	}
 	for _, r := range roles {
