@@ -85,6 +85,7 @@ type Engine struct {
 	fol      *trail.Follower
 	p        *pipeline.Pipeline
 	events   hooks
+	relay    relay
 
 	closeOnce sync.Once
 	closeErr  error
@@ -149,7 +150,7 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 			return nil, err
 		}
 	}
-	popts := pipeline.Options{Store: e.st, RunLease: opts.RunLease, OnEvent: e.events.emit}
+	popts := pipeline.Options{Store: e.st, RunLease: opts.RunLease, OnEvent: e.emit}
 	if opts.Skip&Trail == 0 {
 		e.fol = trail.Start(filepath.Join(e.world.Dir, ".armory", "audit"), e.st, trail.Options{Logger: opts.Logger})
 		popts.AfterAudit = e.fol.Committed
@@ -158,6 +159,7 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 		if e.p, err = pipeline.New(e.roster, popts); err != nil {
 			return nil, err
 		}
+		e.relay.start(e.st, e.events.peer)
 	}
 	return e, nil
 }
@@ -208,6 +210,7 @@ func openStore(ctx context.Context, dsn string, w *world.World) (store.Store, er
 // the first call's errors, joined.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
+		e.relay.stop()
 		var errs []error
 		if e.fol != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.TrailCloseTimeout)
@@ -243,59 +246,3 @@ func (e *Engine) Pipeline() *pipeline.Pipeline { return e.p }
 // need it caught up first (Follower.WaitWritten); armory itself only
 // closes it.
 func (e *Engine) Trail() *trail.Follower { return e.fol }
-
-// Subscribe calls f with every event of the pipeline (approval requested or
-// decided, limit reached) until the returned func is called. f must not
-// block. Safe for concurrent use.
-func (e *Engine) Subscribe(f func(pipeline.Event)) (unsubscribe func()) {
-	return e.events.add(f)
-}
-
-// hooks is the engine's list of event subscribers, read on every event
-// without a lock held while calling them.
-type hooks struct {
-	mu   sync.Mutex
-	next int
-	fs   map[int]func(pipeline.Event)
-	snap []func(pipeline.Event) // the current subscribers, rebuilt on change
-}
-
-func (h *hooks) add(f func(pipeline.Event)) func() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.fs == nil {
-		h.fs = map[int]func(pipeline.Event){}
-	}
-	id := h.next
-	h.next++
-	h.fs[id] = f
-	h.rebuild()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			delete(h.fs, id)
-			h.rebuild()
-		})
-	}
-}
-
-func (h *hooks) rebuild() {
-	snap := make([]func(pipeline.Event), 0, len(h.fs))
-	for i := 0; i < h.next; i++ {
-		if f, ok := h.fs[i]; ok {
-			snap = append(snap, f)
-		}
-	}
-	h.snap = snap
-}
-
-func (h *hooks) emit(ev pipeline.Event) {
-	h.mu.Lock()
-	snap := h.snap
-	h.mu.Unlock()
-	for _, f := range snap {
-		f(ev)
-	}
-}

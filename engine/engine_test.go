@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -328,21 +329,80 @@ func TestGivenStoreAndSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []pipeline.Event
-	unsub := e.Subscribe(func(ev pipeline.Event) { got = append(got, ev) })
+	unsub := e.Subscribe(func(ev pipeline.Event, peer bool) {
+		if peer {
+			t.Errorf("an event of this engine came as a peer's: %+v", ev)
+		}
+		got = append(got, ev)
+	})
 	// workspace.delete is at level confirm in the example world: the call
-	// asks for an approval and says so as an event.
+	// asks for an approval and says so as an event, then finishes pending.
 	o := e.Pipeline().Execute(ctx, pipeline.Call{Agent: "architect", Tool: "workspace.delete", Args: json.RawMessage(`{"path":"x"}`)})
-	if o.ApprovalID == "" || len(got) != 1 || got[0].Kind != pipeline.EventApprovalRequested {
+	if o.ApprovalID == "" || len(got) != 2 || got[0].Kind != pipeline.EventApprovalRequested ||
+		got[1].Kind != pipeline.EventCallFinished || got[1].Status != "pending" || got[1].Session != o.Session || got[1].Message != "call "+o.CallID {
 		t.Fatalf("outcome %+v, events %+v", o, got)
 	}
 	unsub()
 	unsub()
 	e.Pipeline().Execute(ctx, pipeline.Call{Agent: "architect", Tool: "workspace.delete", Args: json.RawMessage(`{"path":"y"}`)})
-	if len(got) != 1 {
+	if len(got) != 2 {
 		t.Fatalf("an event after unsubscribe: %+v", got)
 	}
 	e.Close()
 	if _, err := st.AuditHead(ctx); err != nil {
 		t.Fatalf("Close closed the caller's store: %v", err)
+	}
+}
+
+// Two engines on one Postgres database are two processes of one system:
+// an approval that one asks for and the other decides (a human's
+// `armory approvals approve`, which closes right after) shows on both as
+// events: each engine's own events once as its own, the other's as a
+// peer's. On SQLite the store passes no events between engines.
+func TestEventsCrossProcessesOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	dsn := testenv.PostgresSchema(t)
+	dir := testenv.ExampleWorld(t)
+	srv, err := engine.Open(ctx, engine.Options{World: dir, DB: dsn, Skip: engine.Trail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	type got struct {
+		ev   pipeline.Event
+		peer bool
+	}
+	evs := make(chan got, 64)
+	defer srv.Subscribe(func(ev pipeline.Event, peer bool) { evs <- got{ev, peer} })()
+	o := srv.Pipeline().Execute(ctx, pipeline.Call{Agent: "architect", Tool: "workspace.delete", Args: json.RawMessage(`{"path":"x"}`)})
+	if o.ApprovalID == "" {
+		t.Fatalf("no approval: %+v", o)
+	}
+
+	cli, err := engine.Open(ctx, engine.Options{World: dir, DB: dsn, Skip: engine.Trail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Pipeline().Decide(ctx, pipeline.ApprovalDecision{ID: o.ApprovalID, Status: store.StatusDenied, Reason: "not now", Via: pipeline.ViaCLI}); err != nil {
+		t.Fatal(err)
+	}
+	cli.Close() // at once, as a CLI command does
+
+	deadline := time.After(time.Minute) // a bound, not a timing check
+	for {
+		select {
+		case g := <-evs:
+			if g.ev.Kind == pipeline.EventApprovalRequested && g.peer {
+				t.Fatalf("the engine's own event came back as a peer's: %+v", g.ev)
+			}
+			if g.ev.Kind == pipeline.EventApprovalDecided && g.ev.ApprovalID == o.ApprovalID {
+				if !g.peer || g.ev.Status != string(store.StatusDenied) {
+					t.Fatalf("decision event %+v (peer %v)", g.ev, g.peer)
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("the decision made by the other engine never showed")
+		}
 	}
 }

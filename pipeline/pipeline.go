@@ -259,6 +259,8 @@ func (p *Pipeline) Execute(ctx context.Context, c Call) Outcome {
 	if o.Session == "" {
 		o.Session = s.c.Session
 	}
+	p.emit(Event{Kind: EventCallFinished, Agent: c.Agent, Session: o.Session, Tool: c.Tool,
+		ApprovalID: o.ApprovalID, Status: string(o.Status), Message: "call " + o.CallID})
 	return o
 }
 

@@ -356,8 +356,8 @@ func outcomeResult(o pipeline.Outcome, hasOutputSchema bool) *mcp.CallToolResult
 }
 
 // execute runs c through the pipeline, the only way the server runs a
-// tool (MCP toolHandler above, REST handleCall), records metrics and
-// publishes call_finished. It is here, next to toolHandler, so that an MCP
+// tool (MCP toolHandler above, REST handleCall), and records metrics (the
+// pipeline publishes call_finished, whichever surface called it). It is here, next to toolHandler, so that an MCP
 // call reads in one file of the server down to pipeline.Pipeline.Execute.
 func (s *Server) execute(ctx context.Context, c pipeline.Call) pipeline.Outcome {
 	s.calls.begin()
@@ -370,7 +370,5 @@ func (s *Server) execute(ctx context.Context, c pipeline.Call) pipeline.Outcome 
 		known = ag.Registry.Has(tool)
 	}
 	s.metrics.observe(known, tool, string(o.Status), time.Since(start))
-	s.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Time: time.Now(), Agent: c.Agent, Session: c.Session, Tool: tool,
-		ApprovalID: o.ApprovalID, Status: string(o.Status), Message: "call " + o.CallID})
 	return o
 }

@@ -28,7 +28,6 @@ import (
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
-	"github.com/armory-dev/armory/store"
 )
 
 // Version is reported to MCP clients.
@@ -150,11 +149,6 @@ type Server struct {
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
-	// bus relays events between replicas sharing the store (nil until
-	// New subscribes; a SQLite store relays nothing); origin names this
-	// replica on it (relay.go).
-	bus    store.Events
-	origin string
 }
 
 // New builds the server around e's pipeline, roster and store (an engine
@@ -184,7 +178,6 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.routes()
-	s.startRelay()
 	return s, nil
 }
 
@@ -284,19 +277,15 @@ func (t *tracker) wait(d time.Duration) bool {
 	return true
 }
 
-// onEvent receives the pipeline's events.
-func (s *Server) onEvent(e pipeline.Event) {
-	if e.Kind == pipeline.EventLimitReached {
+// onEvent receives the engine's events: this process's pipeline's, and
+// (peer) those of the other processes on the same store, which the engine
+// relays (another replica's, a CLI's approval decision). Both stream to
+// this replica's event clients; only this process's count in its metrics.
+func (s *Server) onEvent(e pipeline.Event, peer bool) {
+	if e.Kind == pipeline.EventLimitReached && !peer {
 		s.metrics.limits.Inc()
 	}
-	s.publish(e)
-}
-
-// publish streams e to this replica's event clients and relays it to the
-// other replicas sharing the store.
-func (s *Server) publish(e pipeline.Event) {
 	s.events.publish(e)
-	s.relay(e)
 }
 
 // ---- errors ----
