@@ -354,14 +354,18 @@ func TestGivenStoreAndSubscribe(t *testing.T) {
 	}
 }
 
-// Two engines on one Postgres database are two processes of one system:
-// an approval that one asks for and the other decides (a human's
-// `armory approvals approve`, which closes right after) shows on both as
-// events: each engine's own events once as its own, the other's as a
-// peer's. On SQLite the store passes no events between engines.
-func TestEventsCrossProcessesOnPostgres(t *testing.T) {
+// Two engines on one database are two processes of one system: an
+// approval that one asks for and the other decides (a human's `armory
+// approvals approve`, which closes right after) shows on both as events:
+// each engine's own events once as its own, the other's as a peer's. On
+// SQLite (the world's own file) as on Postgres.
+func TestEventsCrossProcesses(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testEventsCrossProcesses(t, "") })
+	t.Run("postgres", func(t *testing.T) { testEventsCrossProcesses(t, testenv.PostgresSchema(t)) })
+}
+
+func testEventsCrossProcesses(t *testing.T, dsn string) {
 	ctx := context.Background()
-	dsn := testenv.PostgresSchema(t)
 	dir := testenv.ExampleWorld(t)
 	srv, err := engine.Open(ctx, engine.Options{World: dir, DB: dsn, Skip: engine.Trail})
 	if err != nil {

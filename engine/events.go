@@ -17,9 +17,8 @@ import (
 // database: another replica of `armory serve`, or the server a human's
 // `armory approvals approve` should show its decision on. Those processes'
 // engines hand it to their own subscribers as a peer's event. The store
-// decides whether events cross processes at all: Postgres passes them over
-// LISTEN/NOTIFY; a SQLite store passes none, so each process sees only its
-// own. Delivery is best effort, as the store's contract says: the store's
+// decides how events cross processes: Postgres passes them over
+// LISTEN/NOTIFY, SQLite through a second file beside its own. Delivery is best effort, as the store's contract says: the store's
 // approvals and audit records are the truth, events only show them as they
 // happen.
 
@@ -28,6 +27,7 @@ import (
 // true), until the returned func is called. f must not block. Safe for
 // concurrent use.
 func (e *Engine) Subscribe(f func(ev pipeline.Event, peer bool)) (unsubscribe func()) {
+	e.relay.listen()
 	return e.events.add(f)
 }
 
@@ -54,13 +54,17 @@ type relayed struct {
 // relay passes the engine's events to the other processes on its store
 // and theirs to the engine. The zero relay passes nothing.
 type relay struct {
-	origin   string
-	bus      store.Events
+	origin  string
+	bus     store.Events
+	deliver func(pipeline.Event)
+
+	mu       sync.Mutex
+	listened bool
 	unlisten func()
 }
 
-// start publishes on bus from now on and hands other processes' events to
-// deliver.
+// start publishes on bus from now on; listen will hand the other
+// processes' events to deliver.
 func (r *relay) start(bus store.Events, deliver func(pipeline.Event)) {
 	if bus == nil {
 		return
@@ -68,13 +72,25 @@ func (r *relay) start(bus store.Events, deliver func(pipeline.Event)) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	r.origin = hex.EncodeToString(b[:])
-	r.bus = bus
-	r.unlisten = bus.SubscribeEvents(func(payload []byte) {
+	r.bus, r.deliver = bus, deliver
+}
+
+// listen subscribes to the other processes' events, once: when the engine
+// gets its first subscriber, so that a command nobody watches (armory
+// call) listens to nothing.
+func (r *relay) listen() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bus == nil || r.listened {
+		return
+	}
+	r.listened = true
+	r.unlisten = r.bus.SubscribeEvents(func(payload []byte) {
 		var m relayed
 		if json.Unmarshal(payload, &m) != nil || m.Origin == "" || m.Origin == r.origin {
 			return
 		}
-		deliver(m.Event)
+		r.deliver(m.Event)
 	})
 }
 
@@ -94,6 +110,9 @@ func (r *relay) publish(ev pipeline.Event) {
 // stop stops listening; events already published are still sent by the
 // store (its Close sends what it queued, within a bound).
 func (r *relay) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.listened = true // no listening after Close
 	if r.unlisten != nil {
 		r.unlisten()
 		r.unlisten = nil

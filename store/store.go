@@ -234,7 +234,7 @@ type Pins interface {
 type Events interface {
 	// PublishEvent sends payload to every process subscribed on the
 	// database, without waiting; false when it is not sent (dropped, too
-	// large, closed, or no other process can be reached).
+	// large, closed, or no other process listens or can be reached).
 	PublishEvent(payload []byte) bool
 	// SubscribeEvents calls fn with every event payload published on the
 	// database by any process, until cancel is called. fn must not block.

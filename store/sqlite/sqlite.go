@@ -99,6 +99,8 @@ type Store struct {
 
 	// tokenEpochFile is replaced whenever a token is revoked (TokenEpoch).
 	tokenEpochFile string
+	// ev is the event bus between the processes on this file (events.go).
+	ev *events
 
 	// conns counts the writer connections opened; writes counts the
 	// non-committer writes of admission state. Either changing voids the
@@ -219,6 +221,7 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		insert: map[int]*sql.Stmt{}, setCounters: map[int]*sql.Stmt{}, startSessions: map[int]*sql.Stmt{}}
 	s.cache.adm = commit.NewCache(0)
 	s.walPath = path + "-wal"
+	s.ev = newEvents(path+"-events", time.Now) // wall time: the events file is shared with other processes
 	// A new database file is switched to WAL by the first connection;
 	// another process opening the same new file at that moment can get
 	// SQLITE_BUSY from the journal-mode switch, which does not wait on the
@@ -358,7 +361,7 @@ func (s *Store) Close() error {
 	return s.gate.Close(func() error {
 		s.batch.Close()
 		s.syncer.Close()
-		return s.closeDBs()
+		return errors.Join(s.ev.close(), s.closeDBs())
 	})
 }
 

@@ -1,0 +1,77 @@
+package sqlite_test
+
+import (
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory/store/sqlite"
+)
+
+// A Store publishes only while another Store listens on the file: a lone
+// listening Store (one armory serve) writes no events at all; once another
+// Store listens, events flow to it; when it stops listening, they stop
+// again. Each wait is bounded, not timed.
+func TestEventsOnlyWhileAnotherStoreListens(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "armory.db")
+	a, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	defer a.SubscribeEvents(func([]byte) {})() // a listens to itself only
+	if a.PublishEvent([]byte("alone")) {
+		t.Fatal("a lone Store published an event nobody else can get")
+	}
+	if n := countEvents(t, path); n != 0 {
+		t.Fatalf("%d events written with no other listener", n)
+	}
+
+	b, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got := make(chan string, 64)
+	cancel := b.SubscribeEvents(func(p []byte) { got <- string(p) })
+	eventually(t, "a publishes once b listens", func() bool { return a.PublishEvent([]byte("hello")) })
+	select {
+	case p := <-got:
+		if p != "hello" {
+			t.Fatalf("b got %q", p)
+		}
+	case <-time.After(time.Minute): // a bound, not a timing check
+		t.Fatal("b never got the event")
+	}
+
+	cancel()
+	eventually(t, "a stops publishing once b stopped listening", func() bool { return !a.PublishEvent([]byte("bye")) })
+}
+
+// eventually waits, at most a minute, for ok to hold, trying it every
+// 100 ms.
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal(what + ": not within a minute")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func countEvents(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", path+"-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
