@@ -271,8 +271,7 @@ func (ev *events) append(ctx context.Context, batch [][]byte, prune bool) error 
 		}
 	}
 	if prune {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE at < ? OR seq <= (SELECT MAX(seq) FROM events) - ?`,
-			at.Add(-eventKeep).UnixNano(), eventKeepRows); err != nil {
+		if _, err := tx.ExecContext(ctx, pruneEvents, at.Add(-eventKeep).UnixNano(), eventKeepRows); err != nil {
 			return err
 		}
 	}
@@ -306,17 +305,25 @@ func (ev *events) lookLoop() {
 }
 
 // beat marks this Store listening (alive now), or, with alive false, not
-// listening any more; it also forgets listeners gone for a minute.
+// listening any more. Alive, it also prunes: the events older than
+// eventKeep and all but the last eventKeepRows, and the listeners gone for
+// a minute. There is a listener wherever events are written, so the file
+// stays bounded however few events each publisher writes.
 func (ev *events) beat(db *sql.DB, alive bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	now := ev.now().UnixNano()
+	now := ev.now()
 	if !alive {
-		_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE id = ? OR seen < ?`, ev.id, now-int64(time.Minute))
+		_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE id = ?`, ev.id)
 		return
 	}
-	_, _ = db.ExecContext(ctx, `INSERT INTO listeners (id, seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen`, ev.id, now)
+	_, _ = db.ExecContext(ctx, `INSERT INTO listeners (id, seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen`, ev.id, now.UnixNano())
+	_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE seen < ?`, now.Add(-time.Minute).UnixNano())
+	_, _ = db.ExecContext(ctx, pruneEvents, now.Add(-eventKeep).UnixNano(), eventKeepRows)
 }
+
+// pruneEvents deletes the events older than ?1 and all but the last ?2.
+const pruneEvents = `DELETE FROM events WHERE at < ? OR seq <= (SELECT MAX(seq) FROM events) - ?`
 
 // pollLoop reads the events appended after seq last, every eventPoll,
 // and hands each to the subscribers, until the Store closes or no

@@ -75,3 +75,39 @@ func countEvents(t *testing.T, path string) int {
 	}
 	return n
 }
+
+// The events file stays bounded however events were written: a listener
+// prunes events older than a minute (and all but the last 10,000) when it
+// marks itself alive, which it does when it starts listening.
+func TestEventsFilePruned(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "armory.db")
+	a, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.SubscribeEvents(func([]byte) {})() // creates the events file
+	db, err := sql.Open("sqlite", path+"-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	old := time.Now().Add(-2 * time.Minute).UnixNano()
+	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 12000)
+		INSERT INTO events (at, payload) SELECT CASE WHEN i <= 100 THEN ? ELSE ? END, 'x' FROM n`, old, time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	defer b.SubscribeEvents(func([]byte) {})()
+	var n, oldest int
+	if err := db.QueryRow(`SELECT COUNT(*), COUNT(*) FILTER (WHERE at = ?) FROM events`, old).Scan(&n, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10000 || oldest != 0 {
+		t.Fatalf("after pruning: %d events (%d older than a minute), want 10000 and 0", n, oldest)
+	}
+}
