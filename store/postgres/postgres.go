@@ -129,6 +129,7 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	s := &Store{pool: pool, opts: opts, gate: sqlstore.NewGate(), cache: commit.NewCache(0)}
+	s.ev.pub.Send = s.notifyEvents
 	s.Core = s.core()
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()

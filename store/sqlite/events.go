@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/armory-dev/armory/store/internal/eventbus"
 )
 
 // Events (store.Events) between the processes that share a database file
@@ -29,24 +31,20 @@ import (
 // therefore writes no events at all; a CLI command beside it writes its
 // own, which the server streams.
 //
-// Bounds: the publish queue holds eventQueue events (past that, an event
-// is dropped and counted); a payload of MaxEventPayload bytes or more is
-// refused; the table keeps the events of the last eventKeep (at most
-// eventKeepRows of them); a subscriber polls every eventPoll and reads at
+// Bounds: the publish queue holds eventbus.QueueSize events (past that, an
+// event is dropped and counted); a payload of MaxEventPayload bytes or more is
+// refused; each listener's beat prunes the table to the events of the
+// last eventKeep (at most eventKeepRows of them); a subscriber polls every eventPoll and reads at
 // most eventReadBatch rows per query.
 const (
 	// MaxEventPayload is the largest event payload PublishEvent sends, the
 	// same bound as the Postgres store's.
 	MaxEventPayload = 7900
 
-	eventQueue     = 1024
-	eventBatch     = 64
 	eventKeep      = time.Minute
 	eventKeepRows  = 10000
 	eventPoll      = 200 * time.Millisecond
 	eventReadBatch = 512
-	// eventDrainTimeout bounds how long Close spends sending queued events.
-	eventDrainTimeout = 2 * time.Second
 	// listenerBeat is how often a listening Store marks itself alive and a
 	// publishing Store looks for listeners; a mark older than
 	// listenerStale is not a listener.
@@ -65,8 +63,8 @@ CREATE TABLE IF NOT EXISTS listeners (
 )`
 
 // events is the Store's event bus: the events database (opened on first
-// use), the publish queue and its goroutine, and the subscribers with
-// their polling goroutine.
+// use), the shared bounded publisher (its batches go into the events
+// table), and the subscribers with their polling goroutine.
 type events struct {
 	path string
 	id   string // this Store's row in listeners
@@ -76,14 +74,10 @@ type events struct {
 	db       *sql.DB
 	openErr  error
 
-	pubOnce sync.Once
-	q       chan []byte
-	dropped atomic.Int64
+	pub     eventbus.Publisher
+	subs    eventbus.Subscribers
+	lookOne sync.Once   // the first look, and the look loop
 	others  atomic.Bool // another Store listened at the last look
-
-	mu      sync.Mutex
-	subs    map[*func([]byte)]struct{}
-	polling bool
 
 	stop chan struct{} // closed by Close: the goroutines end
 	wg   sync.WaitGroup
@@ -92,7 +86,9 @@ type events struct {
 func newEvents(path string, now func() time.Time) *events {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &events{path: path, id: hex.EncodeToString(b[:]), now: now, stop: make(chan struct{})}
+	ev := &events{path: path, id: hex.EncodeToString(b[:]), now: now, stop: make(chan struct{})}
+	ev.pub.Send = ev.append
+	return ev
 }
 
 // open opens the events database, creating it and its table on first use.
@@ -140,28 +136,20 @@ func (s *Store) PublishEvent(payload []byte) bool {
 	if _, err := ev.open(); err != nil {
 		return false
 	}
-	ev.pubOnce.Do(func() {
+	ev.lookOne.Do(func() {
 		ev.look()
-		ev.q = make(chan []byte, eventQueue)
-		ev.wg.Add(2)
-		go ev.publishLoop()
+		ev.wg.Add(1)
 		go ev.lookLoop()
 	})
 	if !ev.others.Load() {
 		return false
 	}
-	select {
-	case ev.q <- payload:
-		return true
-	default:
-		ev.dropped.Add(1)
-		return false
-	}
+	return ev.pub.Publish(payload, ev.stop, &ev.wg)
 }
 
 // EventsDropped is the number of events PublishEvent refused because its
 // queue was full (armory_events_dropped_total).
-func (s *Store) EventsDropped() int64 { return s.ev.dropped.Load() }
+func (s *Store) EventsDropped() int64 { return s.ev.pub.Dropped() }
 
 // SubscribeEvents calls fn with every event payload published on the
 // database file from now on, by any process (this one included), until the
@@ -170,7 +158,6 @@ func (s *Store) EventsDropped() int64 { return s.ev.dropped.Load() }
 // lost.
 func (s *Store) SubscribeEvents(fn func(payload []byte)) (cancel func()) {
 	ev := s.ev
-	p := &fn
 	release, err := s.use()
 	if err != nil {
 		return func() {}
@@ -180,13 +167,7 @@ func (s *Store) SubscribeEvents(fn func(payload []byte)) (cancel func()) {
 	if err != nil {
 		return func() {}
 	}
-	ev.mu.Lock()
-	if ev.subs == nil {
-		ev.subs = map[*func([]byte)]struct{}{}
-	}
-	ev.subs[p] = struct{}{}
-	if !ev.polling {
-		ev.polling = true
+	return ev.subs.Add(fn, func() {
 		var last int64
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_ = db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&last)
@@ -194,88 +175,28 @@ func (s *Store) SubscribeEvents(fn func(payload []byte)) (cancel func()) {
 		ev.beat(db, true)
 		ev.wg.Add(1)
 		go ev.pollLoop(db, last)
-	}
-	ev.mu.Unlock()
-	return func() {
-		ev.mu.Lock()
-		delete(ev.subs, p)
-		ev.mu.Unlock()
-	}
+	})
 }
 
-// publishLoop appends queued events in batches, one transaction a batch,
-// until the Store closes, then appends what is still queued (within
-// eventDrainTimeout), so that a short process (a CLI command deciding an
-// approval) does not lose its events by closing right after publishing.
-func (ev *events) publishLoop() {
-	defer ev.wg.Done()
-	batch := make([][]byte, 0, eventBatch)
-	var appended int
-	for {
-		select {
-		case <-ev.stop:
-			ctx, cancel := context.WithTimeout(context.Background(), eventDrainTimeout)
-			defer cancel()
-			for ctx.Err() == nil {
-				if batch = ev.fill(batch[:0]); len(batch) == 0 {
-					return
-				}
-				_ = ev.append(ctx, batch, false)
-			}
-			return
-		case p := <-ev.q:
-			batch = append(batch[:0], p)
-		}
-		batch = ev.fill(batch)
-		appended += len(batch)
-		prune := appended >= eventBatch*4
-		if prune {
-			appended = 0
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = ev.append(ctx, batch, prune)
-		cancel()
-	}
-}
-
-// fill adds queued events to batch, without waiting, up to eventBatch.
-func (ev *events) fill(batch [][]byte) [][]byte {
-	for len(batch) < eventBatch {
-		select {
-		case p := <-ev.q:
-			batch = append(batch, p)
-		default:
-			return batch
-		}
-	}
-	return batch
-}
-
-// append writes batch in one transaction; with prune it also deletes the
-// events older than eventKeep and all but the last eventKeepRows.
-func (ev *events) append(ctx context.Context, batch [][]byte, prune bool) error {
-	at := ev.now()
+// append writes batch in one transaction (eventbus.Publisher.Send).
+func (ev *events) append(ctx context.Context, batch [][]byte) {
+	at := ev.now().UnixNano()
 	tx, err := ev.db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return
 	}
 	defer tx.Rollback()
 	st, err := tx.PrepareContext(ctx, `INSERT INTO events (at, payload) VALUES (?, ?)`)
 	if err != nil {
-		return err
+		return
 	}
 	defer st.Close()
 	for _, p := range batch {
-		if _, err := st.ExecContext(ctx, at.UnixNano(), p); err != nil {
-			return err
+		if _, err := st.ExecContext(ctx, at, p); err != nil {
+			return
 		}
 	}
-	if prune {
-		if _, err := tx.ExecContext(ctx, pruneEvents, at.Add(-eventKeep).UnixNano(), eventKeepRows); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+	_ = tx.Commit()
 }
 
 // look sets others: whether a Store other than this one marked itself
@@ -340,13 +261,9 @@ func (ev *events) pollLoop(db *sql.DB, last int64) {
 			return
 		case <-t.C:
 		}
-		ev.mu.Lock()
-		if len(ev.subs) == 0 { // the next subscription starts a new poller
-			ev.polling = false
-			ev.mu.Unlock()
+		if ev.subs.Idle() { // the next subscription starts a new poller
 			return
 		}
-		ev.mu.Unlock()
 		if now := ev.now(); now.Sub(beaten) >= listenerBeat || now.Before(beaten) {
 			ev.beat(db, true)
 			beaten = now
@@ -380,22 +297,12 @@ func (ev *events) poll(db *sql.DB, last int64) (int, int64, error) {
 		got = append(got, p)
 	}
 	err = errors.Join(rows.Err(), rows.Close())
-	ev.mu.Lock()
-	subs := make([]func([]byte), 0, len(ev.subs))
-	for p := range ev.subs {
-		subs = append(subs, *p)
-	}
-	ev.mu.Unlock()
-	for _, p := range got {
-		for _, fn := range subs {
-			fn(p)
-		}
-	}
+	ev.subs.Deliver(got...)
 	return len(got), last, err
 }
 
 // close ends the goroutines (the publisher first sends what is queued,
-// within eventDrainTimeout) and closes the events database.
+// within eventbus.DrainTimeout) and closes the events database.
 func (ev *events) close() error {
 	close(ev.stop)
 	ev.wg.Wait()
