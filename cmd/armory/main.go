@@ -118,7 +118,7 @@ func (a *app) rootCmd() *cobra.Command {
 	if def == "" {
 		def = "."
 	}
-	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
+	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder: $ARMORY_WORLD when set, else the current folder")
 	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
 	root.PersistentFlags().DurationVar(&a.runLease, "run-lease", pipeline.DefaultRunLease, "lease of the claim on running an approved call: a process that stops renewing it this long is taken to have died, and its call is resolved as interrupted (use one value on every replica)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
@@ -136,8 +136,12 @@ func (a *app) printJSON(v any) error {
 // exactArgs is cobra.ExactArgs with a usage error that names the arguments.
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
-		if len(args) != len(names) {
-			return usageErr("%s takes %d argument(s): %s (got %d)", c.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		switch {
+		case len(args) == len(names):
+		case len(names) == 0:
+			return usageErr("%s takes no arguments (got %d)", c.CommandPath(), len(args))
+		default:
+			return usageErr("%s takes %s: %s (got %d)", c.CommandPath(), count(len(names), "argument"), strings.Join(names, " "), len(args))
 		}
 		return nil
 	}

@@ -74,7 +74,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	w := initWorld(t)
 
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 6 agents, 15 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
+	if r.code != 0 || r.stdout != `world "demo" is valid: 6 agents, 15 tools, 1 warning`+"\n" || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
 		t.Fatalf("world check: %+v", r)
 	}
 
@@ -181,8 +181,8 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, exitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe, warden)` + "\n"},
 		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, exitInvalid, "armory: no world-config.yaml in "},
-		{"missing argument", []string{"--world", w, "tool", "list"}, exitUsage, "tool list takes 1 argument(s): AGENT"},
-		{"extra argument", []string{"--world", w, "access", "explain", "a"}, exitUsage, "takes 2 argument(s): AGENT TOOL"},
+		{"missing argument", []string{"--world", w, "tool", "list"}, exitUsage, "tool list takes 1 argument: AGENT (got 0)"},
+		{"extra argument", []string{"--world", w, "access", "explain", "a"}, exitUsage, "takes 2 arguments: AGENT TOOL (got 1)"},
 		{"unknown flag", []string{"--world", w, "tool", "list", "a", "--bogus"}, exitUsage, "unknown flag: --bogus"},
 		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, exitUsage, "--format must be openai, anthropic or mcp"},
