@@ -432,7 +432,7 @@ func TestCLINewcomerTexts(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "[approval "+o.ApprovalID+" by human]") {
 		t.Errorf("audit list of the approved call: %+v", r)
 	}
-	if r := armoryCmd(t, nil, "--world", w, "audit", "--help"); !strings.Contains(r.stdout, "timeout or interrupted") || strings.Contains(r.stdout, ") (default") {
+	if r := armoryCmd(t, nil, "--world", w, "audit", "--help"); !strings.Contains(r.stdout, "timeout or interrupted") || strings.Contains(r.stdout, "folder) (default") {
 		t.Errorf("audit --help does not name every status, or says a default twice: %s", r.stdout)
 	}
 
