@@ -449,6 +449,8 @@ func TestCLINewcomerTexts(t *testing.T) {
 		{[]string{"session", "show", "default"}, exitInvalid, `no session "default"`},
 		{[]string{"session", "extend", "ghost:x", "tool_invocations", "5"}, exitInvalid, `no session "ghost:x"`},
 		{[]string{"session", "reset", "ghost:x"}, exitInvalid, `no session "ghost:x"`},
+		{[]string{"approvals", "show", "no-such-id"}, exitInvalid, "armory: no approval no-such-id\n"},
+		{[]string{"approvals", "approve", "no-such-id"}, exitInvalid, "armory: no approval no-such-id\n"},
 		{[]string{"token", "revoke", "no-such-id"}, exitInvalid, `armory: no token "no-such-id" (armory token list shows every token's ID)`},
 	} {
 		r := armoryCmd(t, nil, append([]string{"--world", w}, tc.args...)...)
