@@ -451,6 +451,7 @@ func TestCLINewcomerTexts(t *testing.T) {
 		{[]string{"session", "reset", "ghost:x"}, exitInvalid, `no session "ghost:x"`},
 		{[]string{"approvals", "show", "no-such-id"}, exitInvalid, "armory: no approval no-such-id\n"},
 		{[]string{"approvals", "approve", "no-such-id"}, exitInvalid, "armory: no approval no-such-id\n"},
+		{[]string{"toolbox", "pins", "accept", "nosrv", "notool"}, exitInvalid, `armory: no pinned tool "notool" of server "nosrv" (armory toolbox pins list shows the pinned tools)`},
 		{[]string{"token", "revoke", "no-such-id"}, exitInvalid, `armory: no token "no-such-id" (armory token list shows every token's ID)`},
 	} {
 		r := armoryCmd(t, nil, append([]string{"--world", w}, tc.args...)...)

@@ -73,6 +73,9 @@ func (a *app) toolboxCmd() *cobra.Command {
 		}
 		for _, p := range todo {
 			got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
+			if store.Kind(err) == armory.KindNotFound {
+				return armory.E("toolbox pins accept", armory.KindNotFound, fmt.Sprintf("no pinned tool %q of server %q (armory toolbox pins list shows the pinned tools)", p.Tool, p.Server))
+			}
 			if err != nil {
 				return store.Err("toolbox pins accept", err)
 			}
