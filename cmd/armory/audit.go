@@ -33,6 +33,10 @@ func (a *app) auditCmd() *cobra.Command {
 			if status != "" && !f.Status.Valid() {
 				return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
 			}
+			if f.Limit < 1 || f.Limit > store.MaxLimit {
+				// As GET /api/audit: not read as the default or cut silently.
+				return usageErr("--limit must be a whole number 1..%d, got %d", store.MaxLimit, f.Limit)
+			}
 			if since != "" {
 				t, err := server.ParseSince(since)
 				if err != nil {
@@ -66,7 +70,7 @@ func (a *app) auditCmd() *cobra.Command {
 	fl.StringVar(&f.Tool, "tool", "", "only this tool")
 	fl.StringVar(&status, "status", "", "only this status (running, pending, success, error, blocked, denied, timeout or interrupted)")
 	fl.StringVar(&since, "since", "", "only records at or after TIME (RFC 3339, or a duration ago such as 1h)")
-	fl.IntVar(&f.Limit, "limit", 100, "at most N records (max 10000)")
+	fl.IntVar(&f.Limit, "limit", store.DefaultLimit, fmt.Sprintf("at most N records (1..%d)", store.MaxLimit))
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	c.AddCommand(a.storeCmd(&cobra.Command{
 		Use:   "verify",
