@@ -60,6 +60,9 @@ func (a *app) serveCmd() *cobra.Command {
 				return err
 			} else if secret != "" {
 				fmt.Fprintf(a.stderr, "armory: created an admin token (shown only now; keep it safe):\n%s\n", secret)
+			} else {
+				// Shown only on the first start: say how to get another.
+				fmt.Fprintf(a.stderr, "armory: an admin token exists (armory --world %s token list); make another with: armory --world %s token create --admin\n", a.world, a.world)
 			}
 			ln, err := net.Listen("tcp", opts.Addr)
 			if err != nil {
