@@ -34,6 +34,9 @@ func (a *app) callCmd() *cobra.Command {
 			default:
 				return usageErr("call takes AGENT TOOL (or --resume APPROVAL_ID, optionally with AGENT TOOL)")
 			}
+			if c.Wait < 0 {
+				return usageErr("--wait cannot be negative, got %s", c.Wait)
+			}
 			if len(pos) == 2 {
 				c.Agent, c.Tool = pos[0], pos[1]
 				// Sessions belong to an agent, as over MCP and REST: --session s
