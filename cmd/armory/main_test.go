@@ -192,7 +192,8 @@ func TestCLIErrors(t *testing.T) {
 		{"audit: limit 0", []string{"--world", w, "audit", "--limit", "0"}, exitUsage, "--limit must be a whole number 1..10000, got 0"},
 		{"audit: limit over the maximum", []string{"--world", w, "audit", "--limit", "10001"}, exitUsage, "--limit must be a whole number 1..10000, got 10001"},
 		{"audit: bad since", []string{"--world", w, "audit", "--since", "yesterday"}, exitUsage, "--since: must be RFC 3339"},
-		{"init into a non-empty folder", []string{"init", w}, exitInvalid, "is not empty"},
+		{"init into a world", []string{"init", w}, exitInvalid, "already holds a world (world-config.yaml); use it with --world " + w},
+		{"init into a non-empty folder", []string{"init", filepath.Dir(w)}, exitInvalid, "is not empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/world"
 )
 
 func (a *app) initCmd() *cobra.Command {
@@ -18,6 +19,10 @@ func (a *app) initCmd() *cobra.Command {
 		Short: "Write an example world into DIR (a new or empty folder)",
 		Args:  exactArgs("DIR"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if _, err := os.Stat(filepath.Join(args[0], world.ConfigFile)); err == nil {
+				// Written before (by init or serve --example): point there.
+				return armory.E("init", armory.KindInvalid, fmt.Sprintf("%s already holds a world (%s); use it with --world %s (or ARMORY_WORLD), or choose a new folder", args[0], world.ConfigFile, args[0]))
+			}
 			if err := example.Write(args[0]); err != nil {
 				return armory.E("init", armory.KindInvalid, err.Error())
 			}
