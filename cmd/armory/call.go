@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -51,7 +52,9 @@ func (a *app) callCmd() *cobra.Command {
 				c.Args = raw
 			}
 			if progress {
-				c.Progress = func(msg string) { fmt.Fprintln(a.stderr, "…", msg) }
+				// One line a message: a tool's output chunk ends in its own
+				// line break.
+				c.Progress = func(msg string) { fmt.Fprintln(a.stderr, "…", strings.TrimRight(msg, "\r\n")) }
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -478,3 +478,17 @@ func TestCLINewcomerTexts(t *testing.T) {
 		t.Errorf("second revoke: %+v", r)
 	}
 }
+
+// call --progress prints one line a progress message, without the blank
+// line a tool's output chunk would add.
+func TestCLICallProgressLines(t *testing.T) {
+	testenvBwrap(t)
+	w := initWorld(t)
+	r := armoryCmd(t, nil, "--world", w, "call", "architect", "tool.cli", "--progress", "--args", `{"command":"echo one; echo two"}`)
+	if r.code != 0 {
+		t.Fatalf("call: %+v", r)
+	}
+	if !strings.HasPrefix(r.stderr, "… one\n") || !strings.Contains(r.stderr, "two\n") || strings.Contains(r.stderr, "\n\n") {
+		t.Errorf("progress on stderr: %q", r.stderr)
+	}
+}
