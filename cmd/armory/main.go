@@ -1,6 +1,7 @@
 // Command armory is the command line of Armory: it inspects a world, its
-// agents' tools and their access policy (and, as later commands arrive,
-// runs calls through the guarded pipeline and serves agents over MCP).
+// agents' tools and their access policy, runs calls through the guarded
+// pipeline, decides approvals, reads the audit trail and serves agents over
+// MCP and REST (serve) or MCP on stdio (mcp).
 //
 // This package only wires: flags, building the pieces, printing. Every
 // decision is made by the packages it calls.
