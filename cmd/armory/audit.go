@@ -51,6 +51,9 @@ func (a *app) auditCmd() *cobra.Command {
 		if err != nil {
 			return store.Err("audit", err)
 		}
+		if len(recs) == 0 && !asJSON {
+			fmt.Fprintln(a.stdout, "no audit records") // as approvals list says none
+		}
 		return printList(a, asJSON, recs, "", func(r *audit.Record) string {
 			l := fmt.Sprintf("%6d %s %-6s %-8s %s %s → %s", r.Seq, r.Time.Format(time.RFC3339), r.Phase, r.Status, r.Agent, r.Tool, oneLine(r.Result))
 			switch {

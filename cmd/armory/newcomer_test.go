@@ -403,6 +403,14 @@ func TestCLINewcomerTexts(t *testing.T) {
 		t.Errorf("demo: %+v", r)
 	}
 
+	// A fresh world's trail is empty, and the list says so.
+	if r := armoryCmd(t, nil, "--world", w, "audit"); r.code != 0 || r.stdout != "no audit records\n" {
+		t.Errorf("audit of an empty trail: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "audit", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("audit --json of an empty trail: %+v", r)
+	}
+
 	// An unknown tool is refused at lookup: the store holds one record.
 	if r := armoryCmd(t, nil, "--world", w, "call", "architect", "no.such-tool"); r.code != exitInvalid {
 		t.Fatalf("call of an unknown tool: %+v", r)
