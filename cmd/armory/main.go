@@ -98,6 +98,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitCodeOf(armory.KindOf(err))
 }
 
+// checkDB refuses a --db (or ARMORY_DB) URL of a scheme the store does not
+// speak, which would otherwise be taken for a SQLite file path ("mysql://x"
+// made a folder "mysql:"). Only the scheme is named: the URL may hold a
+// password.
+func checkDB(db string) error {
+	scheme, _, ok := strings.Cut(db, "://")
+	if !ok || scheme == "postgres" || scheme == "postgresql" || scheme == "sqlite" {
+		return nil
+	}
+	return usageErr("--db: a %s:// URL is not a store; give a postgres:// URL or a SQLite file path", oneLine(scheme))
+}
+
 // errSilent ends a command whose output already said what went wrong.
 var errSilent = errors.New("silent failure")
 
@@ -123,6 +135,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
 	root.PersistentFlags().DurationVar(&a.runLease, "run-lease", pipeline.DefaultRunLease, "lease of the claim on running an approved call: a process that stops renewing it this long is taken to have died, and its call is resolved as interrupted (use one value on every replica)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkDB(a.db) }
 	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd())
 	return root
 }

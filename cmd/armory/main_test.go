@@ -188,6 +188,7 @@ func TestCLIErrors(t *testing.T) {
 		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, exitUsage, "--format must be openai, anthropic or mcp"},
 		{"audit: unknown status", []string{"--world", w, "audit", "--status", "succes"}, exitUsage, "--status must be running, pending, success"},
 		{"audit: negative since", []string{"--world", w, "audit", "--since", "-1h"}, exitUsage, "--since: the duration \"-1h\" is negative"},
+		{"db: unknown scheme", []string{"--world", w, "--db", "mysql://root:secret@db/x", "audit"}, exitUsage, "--db: a mysql:// URL is not a store; give a postgres:// URL or a SQLite file path"},
 		{"call: negative wait", []string{"--world", w, "call", "architect", "workspace.list", "--wait", "-5s"}, exitUsage, "--wait cannot be negative, got -5s"},
 		{"audit: limit 0", []string{"--world", w, "audit", "--limit", "0"}, exitUsage, "--limit must be a whole number 1..10000, got 0"},
 		{"audit: limit over the maximum", []string{"--world", w, "audit", "--limit", "10001"}, exitUsage, "--limit must be a whole number 1..10000, got 10001"},

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -467,6 +468,19 @@ func TestCLINewcomerTexts(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.stderr)
 		}
 	}
+	// A --db URL of another scheme is refused before anything is opened,
+	// without its password; no SQLite file is made of it.
+	cwd := t.TempDir()
+	cmd := exec.Command(binary, "--world", w, "--db", "mysql://root:secret@db/x", "audit")
+	cmd.Dir = cwd
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || strings.Contains(string(out), "secret") {
+		t.Errorf("--db mysql://…: %v %s", err, out)
+	}
+	if entries, _ := os.ReadDir(cwd); len(entries) != 0 {
+		t.Errorf("--db mysql://… made %v in the current folder", entries)
+	}
+
 	// A session the store has seen is shown even without an agent of the
 	// world; a known agent's unused session is shown as unused.
 	if r := armoryCmd(t, nil, "--world", w, "session", "show", "scribe:fresh"); r.code != 0 || !strings.Contains(r.stdout, `"state": "unused"`) {
