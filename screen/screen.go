@@ -80,10 +80,14 @@ type Report struct {
 }
 
 // Message returns the text to show the caller: for Block
-// "Blocked catastrophic command: <command>", otherwise a short text.
+// "Blocked catastrophic command: <command>" (or, for a command blocked only
+// because it could not be screened, why), otherwise a short text.
 func (r Report) Message(command string) string {
 	switch r.Verdict {
 	case Block:
+		if r.unscreened() {
+			return "Blocked: the command could not be screened (" + strings.Join(r.Reasons, "; ") + "); a command runs only once it parses within the screening limits"
+		}
 		return "Blocked catastrophic command: " + command
 	case Confirm:
 		if len(r.Reasons) == 0 {
@@ -93,6 +97,20 @@ func (r Report) Message(command string) string {
 	default:
 		return "Command is known safe (read-only)"
 	}
+}
+
+// unscreened reports whether a Block comes only from failing closed: a
+// command the parser rejects, a screening limit or an internal error, not
+// a command found catastrophic. A '#' glued to a word (where the parser and
+// bash disagree, the shape of a hidden command) is not among them.
+func (r Report) unscreened() bool {
+	for _, why := range r.Reasons {
+		parser := strings.HasPrefix(why, "parse error") && !strings.Contains(why, "'#' inside a word")
+		if !parser && !strings.Contains(why, "screening limit") && !strings.HasPrefix(why, "internal error") {
+			return false
+		}
+	}
+	return len(r.Reasons) > 0
 }
 
 // Limits. Exceeding any of them never yields Allow.

@@ -283,6 +283,18 @@ func TestMessage(t *testing.T) {
 	if got := Check("mkfs /dev/sda").Message("mkfs /dev/sda"); got != "Blocked catastrophic command: mkfs /dev/sda" {
 		t.Errorf("block message = %q", got)
 	}
+	// A command blocked only because it could not be screened is not
+	// called catastrophic: the message says why, without echoing it.
+	for _, c := range []string{`echo "unclosed`, "echo " + strings.Repeat("x", MaxCommandBytes)} {
+		got := Check(c).Message(c)
+		if !strings.HasPrefix(got, "Blocked: the command could not be screened (") || strings.Contains(got, "catastrophic") || strings.Contains(got, c) {
+			t.Errorf("unscreened block message = %.200q", got)
+		}
+	}
+	// Once it parses, a catastrophic command is named as such.
+	if c := "rm -rf / ; echo 'closed'"; !strings.HasPrefix(Check(c).Message(c), "Blocked catastrophic command") {
+		t.Errorf("catastrophic: %q %q", Check(c).Reasons, Check(c).Message(c))
+	}
 	if got := Check("make").Message("make"); !strings.Contains(got, "confirmation") || !strings.Contains(got, "make") {
 		t.Errorf("confirm message = %q", got)
 	}

@@ -59,7 +59,7 @@ func EnsureAdminToken(ctx context.Context, st TokenStore) (string, error) {
 }
 
 var (
-	errNoToken    = armory.E("", armory.KindUnauthenticated, "a bearer token is required (Authorization: Bearer <token>; create one with: armory token create)")
+	errNoToken    = armory.E("", armory.KindUnauthenticated, "a bearer token is required (Authorization: Bearer <token>; create one with: armory token create AGENT)")
 	errBadToken   = armory.E("", armory.KindUnauthenticated, "the bearer token is not valid (unknown or revoked)")
 	errNotAdmin   = armory.E("", armory.KindPermission, "this needs an admin token")
 	errWrongAgent = armory.E("", armory.KindPermission, "this token does not reach that agent")

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -143,5 +144,47 @@ func TestRESTOutcomeReasonsNameRuleSource(t *testing.T) {
 	want := `permission: confirm by profile trusted (archetype/architect/config.md:15 "profile: trusted") for file_delete tools`
 	if o.Status != "pending" || !strings.Contains(strings.Join(o.Reasons, "\n"), want) {
 		t.Fatalf("outcome lacks %q: %s", want, body)
+	}
+}
+
+// GET /api/audit/verify says what the JSONL trail holds in full words
+// ("a copy of the store's records 1..N", or none yet), and a request
+// without a token is told the whole command that makes one.
+func TestRESTVerifyAndTokenHintTexts(t *testing.T) {
+	e := start(t, server.Options{})
+	if e.eng.Trail() == nil {
+		t.Fatal("the server's engine keeps no JSONL trail")
+	}
+	verify := func() server.VerifyReport {
+		t.Helper()
+		status, body, _ := e.do("GET", "/api/audit/verify", e.admin, "")
+		var rep server.VerifyReport
+		if status != 200 || json.Unmarshal([]byte(body), &rep) != nil || !rep.OK {
+			t.Fatalf("verify: %d %s", status, body)
+		}
+		return rep
+	}
+	if rep := verify(); rep.Records != 0 || rep.JSONL != "chain verified, no records yet" {
+		t.Errorf("verify of an empty trail: %+v", rep)
+	}
+	status, body, _ := e.do("POST", "/api/agents/reviewer/calls", e.token("reviewer"), `{"tool":"workspace.list","args":{}}`)
+	if status != 403 && status != 200 && status != 404 {
+		t.Fatalf("call: %d %s", status, body)
+	}
+	head, err := e.st.AuditHead(context.Background())
+	if err != nil || head.Seq == 0 {
+		t.Fatalf("audit head: %+v %v", head, err)
+	}
+	if err := e.eng.Trail().WaitWritten(context.Background(), head.Seq); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("chain verified, a copy of the store's records 1..%d", head.Seq)
+	if rep := verify(); rep.JSONL != want || rep.JSONLBehind != 0 {
+		t.Errorf("verify = %+v, want jsonl %q", rep, want)
+	}
+
+	status, body, _ = e.do("GET", "/api/agents/reviewer/tools", "", "")
+	if status != 401 || !strings.Contains(body, "armory token create AGENT") {
+		t.Errorf("no token: %d %s", status, body)
 	}
 }

@@ -276,6 +276,15 @@ type VerifyReport struct {
 	JSONLBehind int64 `json:"jsonl_behind"`
 }
 
+// trailVerified says what a verified JSONL trail holding the store's
+// records 1..files is.
+func trailVerified(files int64) string {
+	if files == 0 {
+		return "chain verified, no records yet"
+	}
+	return fmt.Sprintf("chain verified, a copy of the store's records 1..%d", files)
+}
+
 // handleVerify verifies the store's chain and the JSONL trail. A broken
 // chain is a finding (200, ok false), not a request error.
 func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +310,7 @@ func (s *Server) handleVerify(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			rep.OK, rep.JSONL = false, err.Error()
 		} else {
-			rep.JSONL, rep.JSONLBehind = "chain verified, a copy of the store's", tr.Behind
+			rep.JSONL, rep.JSONLBehind = trailVerified(tr.Files), tr.Behind
 		}
 	}
 	writeJSON(w, http.StatusOK, rep)

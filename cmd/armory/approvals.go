@@ -56,6 +56,10 @@ func (a *app) approvalsCmd() *cobra.Command {
 		Args:  exactArgs("ID"),
 	}, false, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
 		ap, err := p.Store().GetApproval(ctx, args[0])
+		if store.Kind(err) == armory.KindNotFound {
+			// As approve and deny say it, without the store's layers.
+			return armory.E("approvals show", armory.KindNotFound, "no approval "+args[0])
+		}
 		if err != nil {
 			return store.Err("approvals show", err)
 		}

@@ -33,6 +33,10 @@ func (a *app) auditCmd() *cobra.Command {
 			if status != "" && !f.Status.Valid() {
 				return usageErr("--status must be running, pending, success, error, blocked, denied, timeout or interrupted, got %q", status)
 			}
+			if f.Limit < 1 || f.Limit > store.MaxLimit {
+				// As GET /api/audit: not read as the default or cut silently.
+				return usageErr("--limit must be a whole number 1..%d, got %d", store.MaxLimit, f.Limit)
+			}
 			if since != "" {
 				t, err := server.ParseSince(since)
 				if err != nil {
@@ -47,10 +51,16 @@ func (a *app) auditCmd() *cobra.Command {
 		if err != nil {
 			return store.Err("audit", err)
 		}
+		if len(recs) == 0 && !asJSON {
+			fmt.Fprintln(a.stdout, "no audit records") // as approvals list says none
+		}
 		return printList(a, asJSON, recs, "", func(r *audit.Record) string {
 			l := fmt.Sprintf("%6d %s %-6s %-8s %s %s → %s", r.Seq, r.Time.Format(time.RFC3339), r.Phase, r.Status, r.Agent, r.Tool, oneLine(r.Result))
-			if r.ApprovalID != "" {
+			switch {
+			case r.ApprovalID != "" && r.DecidedBy != "":
 				l += fmt.Sprintf(" [approval %s by %s]", r.ApprovalID, r.DecidedBy)
+			case r.ApprovalID != "":
+				l += fmt.Sprintf(" [approval %s]", r.ApprovalID) // not decided when recorded
 			}
 			if r.Justification != "" {
 				l += " [justified: " + oneLine(r.Justification) + "]"
@@ -61,9 +71,9 @@ func (a *app) auditCmd() *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&f.Agent, "agent", "", "only this agent")
 	fl.StringVar(&f.Tool, "tool", "", "only this tool")
-	fl.StringVar(&status, "status", "", "only this status (success, error, blocked, denied, pending, timeout, running)")
+	fl.StringVar(&status, "status", "", "only this status (running, pending, success, error, blocked, denied, timeout or interrupted)")
 	fl.StringVar(&since, "since", "", "only records at or after TIME (RFC 3339, or a duration ago such as 1h)")
-	fl.IntVar(&f.Limit, "limit", 100, "at most N records (max 10000)")
+	fl.IntVar(&f.Limit, "limit", store.DefaultLimit, fmt.Sprintf("at most N records (1..%d)", store.MaxLimit))
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	c.AddCommand(a.storeCmd(&cobra.Command{
 		Use:   "verify",
@@ -74,7 +84,7 @@ func (a *app) auditCmd() *cobra.Command {
 			return brokenChain("store", err)
 		}
 		head, _ := st.AuditHead(ctx)
-		fmt.Fprintf(a.stdout, "store: chain verified (%d records)\n", head.Seq)
+		fmt.Fprintf(a.stdout, "store: chain verified (%s)\n", count(head.Seq, "record"))
 		dir := filepath.Join(h.World.Dir, ".armory", "audit")
 		if _, err := os.Stat(dir); err != nil {
 			fmt.Fprintf(a.stdout, "jsonl: no trail at %s\n", dir)
@@ -86,9 +96,13 @@ func (a *app) auditCmd() *cobra.Command {
 		if err != nil {
 			return brokenChain("jsonl "+dir, err)
 		}
-		fmt.Fprintf(a.stdout, "jsonl: chain verified, a copy of the store's records 1..%d (%s)\n", rep.Files, dir)
+		if rep.Files == 0 {
+			fmt.Fprintf(a.stdout, "jsonl: chain verified, no records yet (%s)\n", dir)
+		} else {
+			fmt.Fprintf(a.stdout, "jsonl: chain verified, a copy of the store's records 1..%d (%s)\n", rep.Files, dir)
+		}
 		if rep.Behind > 0 {
-			fmt.Fprintf(a.stdout, "jsonl: %d records behind the store (the server writing the trail copies them; any command using the world catches it up)\n", rep.Behind)
+			fmt.Fprintf(a.stdout, "jsonl: %s behind the store (the server writing the trail copies them; any command using the world catches it up)\n", count(rep.Behind, "record"))
 		}
 		return nil
 	}))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,9 @@ func (a *app) callCmd() *cobra.Command {
 			default:
 				return usageErr("call takes AGENT TOOL (or --resume APPROVAL_ID, optionally with AGENT TOOL)")
 			}
+			if c.Wait < 0 {
+				return usageErr("--wait cannot be negative, got %s", c.Wait)
+			}
 			if len(pos) == 2 {
 				c.Agent, c.Tool = pos[0], pos[1]
 				// Sessions belong to an agent, as over MCP and REST: --session s
@@ -48,7 +52,9 @@ func (a *app) callCmd() *cobra.Command {
 				c.Args = raw
 			}
 			if progress {
-				c.Progress = func(msg string) { fmt.Fprintln(a.stderr, "…", msg) }
+				// One line a message: a tool's output chunk ends in its own
+				// line break.
+				c.Progress = func(msg string) { fmt.Fprintln(a.stderr, "…", strings.TrimRight(msg, "\r\n")) }
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

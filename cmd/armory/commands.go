@@ -72,6 +72,15 @@ func (a *app) engineCmd(c *cobra.Command, skip engine.Part, run func(ctx context
 	return c
 }
 
+// count is n and noun, the noun in the plural unless n is 1 ("1 warning",
+// "0 warnings", "2 agents").
+func count[N ~int | ~int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // printList prints rows as a JSON array (empty, not null, for none) or,
 // as text, one line a row: under header in aligned columns (line's fields
 // separated by tabs), or as they are when header is "".

@@ -1,6 +1,7 @@
 // Command armory is the command line of Armory: it inspects a world, its
-// agents' tools and their access policy (and, as later commands arrive,
-// runs calls through the guarded pipeline and serves agents over MCP).
+// agents' tools and their access policy, runs calls through the guarded
+// pipeline, decides approvals, reads the audit trail and serves agents over
+// MCP and REST (serve) or MCP on stdio (mcp).
 //
 // This package only wires: flags, building the pieces, printing. Every
 // decision is made by the packages it calls.
@@ -97,6 +98,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitCodeOf(armory.KindOf(err))
 }
 
+// checkDB refuses a --db (or ARMORY_DB) URL of a scheme the store does not
+// speak, which would otherwise be taken for a SQLite file path ("mysql://x"
+// made a folder "mysql:"). Only the scheme is named: the URL may hold a
+// password.
+func checkDB(db string) error {
+	scheme, _, ok := strings.Cut(db, "://")
+	if !ok || scheme == "postgres" || scheme == "postgresql" || scheme == "sqlite" {
+		return nil
+	}
+	return usageErr("--db: a %s:// URL is not a store; give a postgres:// URL or a SQLite file path", oneLine(scheme))
+}
+
 // errSilent ends a command whose output already said what went wrong.
 var errSilent = errors.New("silent failure")
 
@@ -118,10 +131,11 @@ func (a *app) rootCmd() *cobra.Command {
 	if def == "" {
 		def = "."
 	}
-	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder (default $ARMORY_WORLD, else the current folder)")
+	root.PersistentFlags().StringVar(&a.world, "world", def, "world folder: $ARMORY_WORLD when set, else the current folder")
 	root.PersistentFlags().StringVar(&a.db, "db", os.Getenv("ARMORY_DB"), "store: a postgres:// URL or a SQLite file (default $ARMORY_DB, else <world>/.armory/armory.db)")
 	root.PersistentFlags().DurationVar(&a.runLease, "run-lease", pipeline.DefaultRunLease, "lease of the claim on running an approved call: a process that stops renewing it this long is taken to have died, and its call is resolved as interrupted (use one value on every replica)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkDB(a.db) }
 	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd())
 	return root
 }
@@ -136,8 +150,12 @@ func (a *app) printJSON(v any) error {
 // exactArgs is cobra.ExactArgs with a usage error that names the arguments.
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
-		if len(args) != len(names) {
-			return usageErr("%s takes %d argument(s): %s (got %d)", c.CommandPath(), len(names), strings.Join(names, " "), len(args))
+		switch {
+		case len(args) == len(names):
+		case len(names) == 0:
+			return usageErr("%s takes no arguments (got %d)", c.CommandPath(), len(args))
+		default:
+			return usageErr("%s takes %s: %s (got %d)", c.CommandPath(), count(len(names), "argument"), strings.Join(names, " "), len(args))
 		}
 		return nil
 	}

@@ -74,7 +74,7 @@ func TestCLIEndToEnd(t *testing.T) {
 	w := initWorld(t)
 
 	r := armoryCmd(t, nil, "--world", w, "world", "check")
-	if r.code != 0 || !strings.Contains(r.stdout, `world "demo" is valid: 6 agents, 15 tools, 1 warnings`) || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
+	if r.code != 0 || r.stdout != `world "demo" is valid: 6 agents, 15 tools, 1 warning`+"\n" || !strings.Contains(r.stderr, "archetype/intern/config.md:8: warning:") {
 		t.Fatalf("world check: %+v", r)
 	}
 
@@ -181,15 +181,20 @@ func TestCLIErrors(t *testing.T) {
 	}{
 		{"unknown agent", []string{"--world", w, "tool", "list", "ghost"}, exitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe, warden)` + "\n"},
 		{"no world", []string{"--world", t.TempDir(), "tool", "list", "a"}, exitInvalid, "armory: no world-config.yaml in "},
-		{"missing argument", []string{"--world", w, "tool", "list"}, exitUsage, "tool list takes 1 argument(s): AGENT"},
-		{"extra argument", []string{"--world", w, "access", "explain", "a"}, exitUsage, "takes 2 argument(s): AGENT TOOL"},
+		{"missing argument", []string{"--world", w, "tool", "list"}, exitUsage, "tool list takes 1 argument: AGENT (got 0)"},
+		{"extra argument", []string{"--world", w, "access", "explain", "a"}, exitUsage, "takes 2 arguments: AGENT TOOL (got 1)"},
 		{"unknown flag", []string{"--world", w, "tool", "list", "a", "--bogus"}, exitUsage, "unknown flag: --bogus"},
 		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{"bad format", []string{"--world", w, "tool", "specs", "architect", "--format", "xml"}, exitUsage, "--format must be openai, anthropic or mcp"},
 		{"audit: unknown status", []string{"--world", w, "audit", "--status", "succes"}, exitUsage, "--status must be running, pending, success"},
 		{"audit: negative since", []string{"--world", w, "audit", "--since", "-1h"}, exitUsage, "--since: the duration \"-1h\" is negative"},
+		{"db: unknown scheme", []string{"--world", w, "--db", "mysql://root:secret@db/x", "audit"}, exitUsage, "--db: a mysql:// URL is not a store; give a postgres:// URL or a SQLite file path"},
+		{"call: negative wait", []string{"--world", w, "call", "architect", "workspace.list", "--wait", "-5s"}, exitUsage, "--wait cannot be negative, got -5s"},
+		{"audit: limit 0", []string{"--world", w, "audit", "--limit", "0"}, exitUsage, "--limit must be a whole number 1..10000, got 0"},
+		{"audit: limit over the maximum", []string{"--world", w, "audit", "--limit", "10001"}, exitUsage, "--limit must be a whole number 1..10000, got 10001"},
 		{"audit: bad since", []string{"--world", w, "audit", "--since", "yesterday"}, exitUsage, "--since: must be RFC 3339"},
-		{"init into a non-empty folder", []string{"init", w}, exitInvalid, "is not empty"},
+		{"init into a world", []string{"init", w}, exitInvalid, "already holds a world (world-config.yaml); use it with --world " + w},
+		{"init into a non-empty folder", []string{"init", filepath.Dir(w)}, exitInvalid, "is not empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

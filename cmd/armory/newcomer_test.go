@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,7 +58,7 @@ func TestCLIWorldCheckTypos(t *testing.T) {
 		t.Errorf("warning count: %s", r.stdout)
 	}
 	r = armoryCmd(t, nil, "--world", w, "world", "check", "--strict")
-	if r.code != exitInvalid || !strings.Contains(r.stderr, "--strict treats them as errors") || r.stdout != "" {
+	if r.code != exitInvalid || !strings.Contains(r.stderr, `world "demo" has 4 warnings; --strict treats warnings as errors`) || r.stdout != "" {
 		t.Errorf("check --strict: %+v", r)
 	}
 
@@ -386,5 +387,130 @@ func TestCLIReasonsNameRuleSource(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no denied audit record whose permission stage names %s: %s", pos, r.stdout)
+	}
+}
+
+// What a newcomer reads is written as a person would: counts agree with
+// their nouns ("1 warning", "1 record"), a command without arguments says
+// so, an undecided approval in the audit list is not "by " nobody, and the
+// README's promise that --strict exits 2 on the example world holds.
+func TestCLINewcomerTexts(t *testing.T) {
+	w := initWorld(t)
+	r := armoryCmd(t, nil, "--world", w, "world", "check", "--strict")
+	if r.code != exitInvalid || r.stdout != "" || !strings.HasSuffix(r.stderr, `world "demo" has 1 warning; --strict treats warnings as errors`+"\n") {
+		t.Errorf("check --strict of the example world: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "demo"); r.code != 0 || !strings.HasPrefix(r.stdout, `Armory demo: world "demo" (6 agents, 15 tools)`) {
+		t.Errorf("demo: %+v", r)
+	}
+
+	// A fresh world's trail is empty, and the list says so.
+	if r := armoryCmd(t, nil, "--world", w, "audit"); r.code != 0 || r.stdout != "no audit records\n" {
+		t.Errorf("audit of an empty trail: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "audit", "--json"); r.code != 0 || strings.TrimSpace(r.stdout) != "[]" {
+		t.Errorf("audit --json of an empty trail: %+v", r)
+	}
+
+	// An unknown tool is refused at lookup: the store holds one record.
+	if r := armoryCmd(t, nil, "--world", w, "call", "architect", "no.such-tool"); r.code != exitInvalid {
+		t.Fatalf("call of an unknown tool: %+v", r)
+	}
+	r = armoryCmd(t, nil, "--world", w, "audit", "verify")
+	if r.code != 0 || !strings.Contains(r.stdout, "store: chain verified (1 record)\n") {
+		t.Errorf("audit verify: %+v", r)
+	}
+
+	// A call waiting for a human: its start record has no decider yet.
+	r = armoryCmd(t, nil, "--world", w, "call", "architect", "devtools.repo-git", "--args", `{"command":"init"}`)
+	o := callJSON(t, r)
+	if r.code != exitPending || o.ApprovalID == "" {
+		t.Fatalf("call needing approval: %+v", r)
+	}
+	r = armoryCmd(t, nil, "--world", w, "audit", "--tool", "devtools.repo-git")
+	if r.code != 0 || !strings.Contains(r.stdout, "[approval "+o.ApprovalID+"]") || strings.Contains(r.stdout, " by ]") {
+		t.Errorf("audit list of a pending call: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "approvals", "approve", o.ApprovalID); r.code != 0 {
+		t.Fatalf("approve: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "call", "--resume", o.ApprovalID); r.code != 0 {
+		t.Fatalf("resume: %+v", r)
+	}
+	r = armoryCmd(t, nil, "--world", w, "audit", "--tool", "devtools.repo-git", "--limit", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "[approval "+o.ApprovalID+" by human]") {
+		t.Errorf("audit list of the approved call: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "audit", "--help"); !strings.Contains(r.stdout, "timeout or interrupted") || strings.Contains(r.stdout, "folder) (default") {
+		t.Errorf("audit --help does not name every status, or says a default twice: %s", r.stdout)
+	}
+
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{[]string{"world", "check", "extra"}, exitUsage, "armory world check takes no arguments (got 1)"},
+		{[]string{"approvals", "approve"}, exitUsage, "armory approvals approve takes 1 argument: ID (got 0)"},
+		// Unknown agents and sessions are named with the world's agents.
+		{[]string{"mcp", "ghost"}, exitInvalid, `armory: unknown agent "ghost" (agents: architect, intern, researcher, reviewer, scribe, warden)`},
+		{[]string{"session", "show", "ghost:default"}, exitInvalid, `armory: no session "ghost:default": a session is AGENT:NAME, AGENT one of the world's agents (architect, intern, researcher, reviewer, scribe, warden)`},
+		{[]string{"session", "show", "default"}, exitInvalid, `no session "default"`},
+		{[]string{"session", "extend", "ghost:x", "tool_invocations", "5"}, exitInvalid, `no session "ghost:x"`},
+		{[]string{"session", "reset", "ghost:x"}, exitInvalid, `no session "ghost:x"`},
+		{[]string{"approvals", "show", "no-such-id"}, exitInvalid, "armory: no approval no-such-id\n"},
+		{[]string{"approvals", "approve", "no-such-id"}, exitInvalid, "armory: no approval no-such-id\n"},
+		{[]string{"toolbox", "pins", "accept", "nosrv", "notool"}, exitInvalid, `armory: no pinned tool "notool" of server "nosrv" (armory toolbox pins list shows the pinned tools)`},
+		{[]string{"token", "revoke", "no-such-id"}, exitInvalid, `armory: no token "no-such-id" (armory token list shows every token's ID)`},
+	} {
+		r := armoryCmd(t, nil, append([]string{"--world", w}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.stderr) || strings.Contains(r.stderr, "sqlite") {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, r.code, r.stderr, tc.code, tc.stderr)
+		}
+	}
+	// A --db URL of another scheme is refused before anything is opened,
+	// without its password; no SQLite file is made of it.
+	cwd := t.TempDir()
+	cmd := exec.Command(binary, "--world", w, "--db", "mysql://root:secret@db/x", "audit")
+	cmd.Dir = cwd
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != exitUsage || strings.Contains(string(out), "secret") {
+		t.Errorf("--db mysql://…: %v %s", err, out)
+	}
+	if entries, _ := os.ReadDir(cwd); len(entries) != 0 {
+		t.Errorf("--db mysql://… made %v in the current folder", entries)
+	}
+
+	// A session the store has seen is shown even without an agent of the
+	// world; a known agent's unused session is shown as unused.
+	if r := armoryCmd(t, nil, "--world", w, "session", "show", "scribe:fresh"); r.code != 0 || !strings.Contains(r.stdout, `"state": "unused"`) {
+		t.Errorf("an unused session of a known agent: %+v", r)
+	}
+
+	// Revoking twice says so, without the store's layers.
+	r = armoryCmd(t, nil, "--world", w, "token", "create", "architect")
+	if r.code != 0 {
+		t.Fatalf("token create: %+v", r)
+	}
+	id := strings.Fields(r.stderr)[1]
+	if r := armoryCmd(t, nil, "--world", w, "token", "revoke", id); r.code != 0 {
+		t.Fatalf("revoke: %+v", r)
+	}
+	if r := armoryCmd(t, nil, "--world", w, "token", "revoke", id); r.code != exitInvalid || r.stderr != "armory: token "+id+" is already revoked\n" {
+		t.Errorf("second revoke: %+v", r)
+	}
+}
+
+// call --progress prints one line a progress message, without the blank
+// line a tool's output chunk would add.
+func TestCLICallProgressLines(t *testing.T) {
+	testenvBwrap(t)
+	w := initWorld(t)
+	r := armoryCmd(t, nil, "--world", w, "call", "architect", "tool.cli", "--progress", "--args", `{"command":"echo one; echo two"}`)
+	if r.code != 0 {
+		t.Fatalf("call: %+v", r)
+	}
+	if !strings.HasPrefix(r.stderr, "… one\n") || !strings.Contains(r.stderr, "two\n") || strings.Contains(r.stderr, "\n\n") {
+		t.Errorf("progress on stderr: %q", r.stderr)
 	}
 }

@@ -266,8 +266,10 @@ func TestCLISessionScopedToAgent(t *testing.T) {
 	if got := counters("architect:shared"); got != 1 {
 		t.Errorf("architect:shared counted %d calls, want 1", got)
 	}
-	if got := counters("shared"); got != 0 {
-		t.Errorf("the bare name shared counted %d calls, want 0 (both agents' calls in one session)", got)
+	// The bare name holds nothing (both agents' calls in one session would
+	// show there), so it is no session at all.
+	if r := armoryCmd(t, env, "session", "show", "shared"); r.code != exitInvalid || !strings.Contains(r.stderr, `no session "shared"`) {
+		t.Errorf("the bare name shared: %+v", r)
 	}
 	// A name already scoped to the agent is kept as it is.
 	if r := armoryCmd(t, env, "call", "intern", "workspace.list", "--session", "intern:shared"); r.code != 0 {

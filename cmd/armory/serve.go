@@ -60,6 +60,9 @@ func (a *app) serveCmd() *cobra.Command {
 				return err
 			} else if secret != "" {
 				fmt.Fprintf(a.stderr, "armory: created an admin token (shown only now; keep it safe):\n%s\n", secret)
+			} else {
+				// Shown only on the first start: say how to get another.
+				fmt.Fprintf(a.stderr, "armory: an admin token exists (armory --world %s token list); make another with: armory --world %s token create --admin\n", a.world, a.world)
 			}
 			ln, err := net.Listen("tcp", opts.Addr)
 			if err != nil {
@@ -68,7 +71,7 @@ func (a *app) serveCmd() *cobra.Command {
 			if host, _, _ := net.SplitHostPort(opts.Addr); !isLoopback(host) {
 				log.Warn("listening on a non-loopback address: put TLS in front of it", "addr", ln.Addr().String())
 			}
-			fmt.Fprintf(a.stderr, "armory: listening on http://%s (world %q, %d agents)\n", ln.Addr(), srv.Pipeline().Host().World.Name, len(srv.Pipeline().Host().Agents()))
+			fmt.Fprintf(a.stderr, "armory: listening on http://%s (world %q, %s)\n", ln.Addr(), srv.Pipeline().Host().World.Name, count(len(srv.Pipeline().Host().Agents()), "agent"))
 			a.printConnect(ln.Addr().String(), srv.Pipeline().Host())
 			return srv.Serve(ctx, ln)
 		},
@@ -143,6 +146,15 @@ func (a *app) mcpCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts.Logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			// An unknown agent is named, with the world's agents, before
+			// the server (and its warm sandboxes) is built.
+			e, err := a.engine(ctx, 0)
+			if err != nil {
+				return err
+			}
+			if _, err := e.Roster().Agent(args[0]); err != nil {
+				return err
+			}
 			srv, err := a.server(ctx, opts, warm)
 			if err != nil {
 				return err
@@ -228,6 +240,12 @@ func (a *app) tokenCmd() *cobra.Command {
 		Args:  exactArgs("ID"),
 	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
 		if err := st.RevokeToken(ctx, args[0]); err != nil {
+			switch k := store.Kind(err); k {
+			case armory.KindNotFound:
+				return armory.E("token revoke", k, fmt.Sprintf("no token %q (armory token list shows every token's ID)", args[0]))
+			case armory.KindConflict:
+				return armory.E("token revoke", k, fmt.Sprintf("token %s is already revoked", args[0]))
+			}
 			return store.Err("token revoke", err)
 		}
 		fmt.Fprintf(a.stdout, "token %s revoked\n", args[0])

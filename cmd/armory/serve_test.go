@@ -206,6 +206,10 @@ func TestCLIServeExample(t *testing.T) {
 			cmd.Process.Kill()
 			t.Fatalf("round %d output:\n%s", round, all)
 		}
+		if (round == 0) != strings.Contains(all, "created an admin token (shown only now") || (round == 1) != strings.Contains(all, "make another with: armory --world demo-world token create --admin") {
+			cmd.Process.Kill()
+			t.Fatalf("round %d: the admin token is shown on the first start, the way to another on the next:\n%s", round, all)
+		}
 		if (round == 0) != strings.Contains(all, "wrote the example world to demo-world") {
 			cmd.Process.Kill()
 			t.Fatalf("round %d: the world is written once:\n%s", round, all)

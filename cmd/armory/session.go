@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -20,6 +22,10 @@ func (a *app) sessionCmd() *cobra.Command {
 		Args:  exactArgs("SESSION"),
 	}, false, func(ctx context.Context, p *pipeline.Pipeline, args []string) error {
 		out, err := sessionShow(ctx, p, args[0])
+		var ae *armory.Error
+		if errors.As(err, &ae) {
+			return err
+		}
 		if err != nil {
 			return store.Err("session show", err)
 		}
@@ -95,7 +101,11 @@ func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, 
 		return "", nil, err
 	}
 	st := a.eng.Store() // the whole store: extend and reset write the session
-	id, err := resolveSessionArg(ctx, p, sessionAgent(ctx, p.Host(), st, arg), arg)
+	ag := sessionAgent(ctx, p.Host(), st, arg)
+	if err := knownSession(ctx, p.Host(), st, ag, arg); err != nil {
+		return "", nil, err
+	}
+	id, err := resolveSessionArg(ctx, p, ag, arg)
 	if err != nil {
 		return "", nil, store.Err("session", err)
 	}

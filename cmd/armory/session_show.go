@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
@@ -29,6 +32,33 @@ func sessionAgent(ctx context.Context, h *roster.Roster, st pipeline.Store, id s
 		}
 	}
 	return nil
+}
+
+// knownSession returns an error of kind KindNotFound when id is neither a
+// session of an agent of the world (ag, from sessionAgent) nor one the store
+// holds anything of: a typo such as "default" for "AGENT:default" is named,
+// not shown, extended or reset as an empty session.
+func knownSession(ctx context.Context, h *roster.Roster, st pipeline.Store, ag *roster.Agent, id string) error {
+	if ag != nil {
+		return nil
+	}
+	si, err := st.GetSession(ctx, id)
+	if err != nil {
+		return store.Err("session", err)
+	}
+	counters, err := st.Counters(ctx, id)
+	if err != nil {
+		return store.Err("session", err)
+	}
+	overrides, err := st.LimitOverrides(ctx, id)
+	if err != nil {
+		return store.Err("session", err)
+	}
+	if !si.Started.IsZero() || len(counters) > 0 || len(overrides) > 0 {
+		return nil
+	}
+	ids := slices.Sorted(slices.Values(h.World.AgentIDs()))
+	return armory.E("session", armory.KindNotFound, fmt.Sprintf("no session %q: a session is AGENT:NAME, AGENT one of the world's agents (%s)", id, strings.Join(ids, ", ")))
 }
 
 // resolveSessionArg maps what a human typed to the session meant: the
@@ -66,6 +96,9 @@ func timeOrNil(t time.Time) any {
 func sessionShow(ctx context.Context, p *pipeline.Pipeline, arg string) (map[string]any, error) {
 	h, st := p.Host(), p.Store()
 	ag := sessionAgent(ctx, h, st, arg)
+	if err := knownSession(ctx, h, st, ag, arg); err != nil {
+		return nil, err
+	}
 	id, err := resolveSessionArg(ctx, p, ag, arg)
 	if err != nil {
 		return nil, err

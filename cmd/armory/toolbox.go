@@ -8,9 +8,19 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/store"
 )
+
+// pinsCmd sets c to run over the world's store after the world's upstream
+// MCP servers were asked for their tools: a definition that changed since
+// the last load is pending (CHANGED) by the time the pins are read, as the
+// next serve would find it.
+func (a *app) pinsCmd(c *cobra.Command, run func(ctx context.Context, st store.Store, args []string) error) *cobra.Command {
+	return a.engineCmd(c, engine.Trail|engine.Pipeline, func(ctx context.Context, e *engine.Engine, args []string) error {
+		return run(ctx, e.Store(), args)
+	})
+}
 
 // toolboxCmd is `armory toolbox pins list|accept`.
 func (a *app) toolboxCmd() *cobra.Command {
@@ -22,11 +32,11 @@ func (a *app) toolboxCmd() *cobra.Command {
 			"accepts it here; restart armory serve (or run the next command) to offer it again.",
 	}
 	var asJSON bool
-	list := a.storeCmd(&cobra.Command{
+	list := a.pinsCmd(&cobra.Command{
 		Use:   "list [SERVER]",
 		Short: "List pins; CHANGED marks a definition withheld until accepted",
 		Args:  cobra.MaximumNArgs(1),
-	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+	}, func(ctx context.Context, st store.Store, args []string) error {
 		server := ""
 		if len(args) == 1 {
 			server = args[0]
@@ -45,11 +55,11 @@ func (a *app) toolboxCmd() *cobra.Command {
 	})
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON, with the pinned and the pending definitions")
 	var hash string
-	accept := a.storeCmd(&cobra.Command{
+	accept := a.pinsCmd(&cobra.Command{
 		Use:   "accept SERVER [TOOL]",
 		Short: "Accept the changed definition of TOOL (or of every changed tool of SERVER)",
 		Args:  cobra.RangeArgs(1, 2),
-	}, func(ctx context.Context, _ *roster.Roster, st store.Store, args []string) error {
+	}, func(ctx context.Context, st store.Store, args []string) error {
 		server := args[0]
 		var todo []*store.ToolPin
 		if len(args) == 2 {
@@ -73,6 +83,9 @@ func (a *app) toolboxCmd() *cobra.Command {
 		}
 		for _, p := range todo {
 			got, err := st.AcceptPin(ctx, p.Server, p.Tool, p.PendingHash)
+			if store.Kind(err) == armory.KindNotFound {
+				return armory.E("toolbox pins accept", armory.KindNotFound, fmt.Sprintf("no pinned tool %q of server %q (armory toolbox pins list shows the pinned tools)", p.Tool, p.Server))
+			}
 			if err != nil {
 				return store.Err("toolbox pins accept", err)
 			}

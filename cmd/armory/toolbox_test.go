@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -69,5 +70,41 @@ func TestCLIUpstreamsAndPins(t *testing.T) {
 	r = armoryCmd(t, nil, world, "access", "explain", "architect", "mcp.everything.echo")
 	if strings.Contains(r.stdout, "changed since") {
 		t.Fatalf("explain after accept: %+v", r)
+	}
+}
+
+// toolbox pins list and accept ask the world's upstream servers for their
+// tools first: an upstream whose tool changed since the last load shows it
+// CHANGED to the first command a human runs, and accept SERVER takes it.
+// The upstream is a real one: this binary serving another world over stdio.
+func TestCLIPinsSeeAChangeFirst(t *testing.T) {
+	up := initWorld(t)
+	w := initWorld(t, "mcp_servers:\n  self:\n    command: ["+binary+", --world, "+up+", mcp, reviewer]")
+	world := "--world=" + w
+	if r := armoryCmd(t, nil, world, "tool", "list", "architect"); r.code != 0 || !strings.Contains(r.stdout, "mcp.self.devtools.word-count") {
+		t.Fatalf("tool list: %+v", r)
+	}
+	manifest := filepath.Join(up, "toolbox", "devtools", "toolbox.yaml")
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := strings.Replace(string(b), "Count lines, words and bytes of a workspace file", "Count lines, words and bytes (changed)", 1)
+	if changed == string(b) {
+		t.Fatal("the example toolbox has no word-count description to change")
+	}
+	if err := os.WriteFile(manifest, []byte(changed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := armoryCmd(t, nil, world, "toolbox", "pins", "list", "self")
+	if r.code != 0 || !regexp.MustCompile(`self\s+devtools\.word-count\s+CHANGED`).MatchString(r.stdout) {
+		t.Fatalf("pins list after the upstream changed: %+v", r)
+	}
+	r = armoryCmd(t, nil, world, "toolbox", "pins", "accept", "self")
+	if r.code != 0 || !strings.Contains(r.stdout, "accepted self/devtools.word-count") {
+		t.Fatalf("accept: %+v", r)
+	}
+	if r := armoryCmd(t, nil, world, "access", "explain", "architect", "mcp.self.devtools.word-count"); r.code != 0 || !strings.Contains(r.stdout, ": visible") {
+		t.Errorf("explain after accept: %+v", r)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/example"
 	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/world"
 )
 
 func (a *app) initCmd() *cobra.Command {
@@ -18,6 +19,10 @@ func (a *app) initCmd() *cobra.Command {
 		Short: "Write an example world into DIR (a new or empty folder)",
 		Args:  exactArgs("DIR"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if _, err := os.Stat(filepath.Join(args[0], world.ConfigFile)); err == nil {
+				// Written before (by init or serve --example): point there.
+				return armory.E("init", armory.KindInvalid, fmt.Sprintf("%s already holds a world (%s); use it with --world %s (or ARMORY_WORLD), or choose a new folder", args[0], world.ConfigFile, args[0]))
+			}
 			if err := example.Write(args[0]); err != nil {
 				return armory.E("init", armory.KindInvalid, err.Error())
 			}
@@ -43,10 +48,10 @@ func (a *app) worldCmd() *cobra.Command {
 				fmt.Fprintln(a.stderr, d.String())
 			}
 			if strict && len(h.Warnings) > 0 {
-				fmt.Fprintf(a.stderr, "world %q has %d warnings; --strict treats them as errors\n", h.World.Name, len(h.Warnings))
+				fmt.Fprintf(a.stderr, "world %q has %s; --strict treats warnings as errors\n", h.World.Name, count(len(h.Warnings), "warning"))
 				return errSilent
 			}
-			fmt.Fprintf(a.stdout, "world %q is valid: %d agents, %d tools, %d warnings\n", h.World.Name, len(h.World.Agents), h.Catalog.Len(), len(h.Warnings))
+			fmt.Fprintf(a.stdout, "world %q is valid: %s, %s, %s\n", h.World.Name, count(len(h.World.Agents), "agent"), count(h.Catalog.Len(), "tool"), count(len(h.Warnings), "warning"))
 			return nil
 		},
 	}
@@ -82,7 +87,7 @@ func (a *app) demoCmd() *cobra.Command {
 // tour prints what `armory demo` shows.
 func (a *app) tour(h *roster.Roster) error {
 	out := a.stdout
-	fmt.Fprintf(out, "Armory demo: world %q (%d agents, %d tools)\n", h.World.Name, len(h.World.Agents), h.Catalog.Len())
+	fmt.Fprintf(out, "Armory demo: world %q (%s, %s)\n", h.World.Name, count(len(h.World.Agents), "agent"), count(h.Catalog.Len(), "tool"))
 	fmt.Fprintf(out, "Write it out to explore it yourself: armory init ./demo-world\n\n")
 	for _, d := range h.Warnings {
 		fmt.Fprintf(out, "  %s\n", d.String())
