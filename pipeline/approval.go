@@ -261,10 +261,11 @@ func (p *Pipeline) resume(ctx context.Context, s *state) Outcome {
 		if errors.Is(err, store.ErrNotFound) {
 			kind = armory.KindNotFound
 		}
-		text := fmt.Sprintf("No approval %s: %v", s.c.Resume, err)
 		if kind == armory.KindUnavailable {
-			return Outcome{CallID: s.id, Status: audit.StatusError, Kind: kind, Reasons: []string{}, Result: text}
+			return Outcome{CallID: s.id, Status: audit.StatusError, Kind: kind, Reasons: []string{"store: " + err.Error()},
+				Result: fmt.Sprintf("Could not read approval %s: the store is unavailable. Try again later.", s.c.Resume)}
 		}
+		text := fmt.Sprintf("No approval %s: check its id (the pending result of the call that asked for it names it).", s.c.Resume)
 		// A resume of an approval that does not exist is audited like any
 		// refused call (a probe for approval ids belongs in the trail).
 		s.stage("resume", "block", text)

@@ -72,6 +72,14 @@ func TestHumanApprovalResumeRunsOnce(t *testing.T) {
 	} else if recs := f.records(t, r.CallID); len(recs) != 1 || recs[0].Agent != "dev" || recs[0].Status != audit.StatusError {
 		t.Fatalf("resume of an unknown approval: audit records %+v", recs)
 	}
+	// With no agent named (armory call --resume ID), the refusal reads
+	// plainly (no store internals) and is audited under no made-up session.
+	if r := f.p.Execute(context.Background(), Call{Resume: "no-such-approval"}); r.Kind != armory.KindNotFound ||
+		!strings.HasPrefix(r.Result, "No approval no-such-approval: check its id") || strings.Contains(r.Result, "store") {
+		t.Fatalf("resume of an unknown approval, no agent: %+v", r)
+	} else if recs := f.records(t, r.CallID); len(recs) != 1 || recs[0].Session != "" || recs[0].Status != audit.StatusError {
+		t.Fatalf("resume of an unknown approval, no agent: audit records %+v", recs)
+	}
 	for _, o := range []Outcome{r3} {
 		if recs := f.records(t, o.CallID); len(recs) != 1 || !strings.Contains(recs[0].Result, "arguments differ") {
 			t.Fatalf("resume with other arguments: audit records %+v", recs)

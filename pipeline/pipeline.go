@@ -251,7 +251,8 @@ func (s *state) stage(name, decision string, reasons ...string) {
 // always returns an Outcome; refusals are outcomes, not errors.
 func (p *Pipeline) Execute(ctx context.Context, c Call) Outcome {
 	s := &state{c: c, id: audit.NewID(), start: p.opts.Now()}
-	if Unnamed(c.Agent, s.c.Session) {
+	if c.Agent != "" && Unnamed(c.Agent, s.c.Session) {
+		// (A resume that names no agent takes its session from the approval.)
 		s.c.Session = DefaultSession(c.Agent)
 		s.unnamed = c.Resume == ""
 	}
