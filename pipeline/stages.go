@@ -379,7 +379,7 @@ const RepeatLimit = 5
 // loopDetected is the refusal of a call that would repeat the session's
 // last call for the n+1-th time in a row.
 func (p *Pipeline) loopDetected(s *state, n int64) *refusal {
-	msg := fmt.Sprintf("Loop detected: %s called %d times in a row with identical arguments. Justify continuing or change your approach.", s.c.Tool, n+1)
+	msg := fmt.Sprintf("Loop detected: %s called %d times in a row with identical arguments.", s.c.Tool, n+1)
 	s.stage("caps", "block", msg)
 	return refuse(audit.StatusBlocked, armory.KindBlocked, "%s %s", msg, justifyHint)
 }
