@@ -232,20 +232,39 @@ type Input struct {
 // and says why.
 func Decide(in Input) Decision {
 	d := Decision{Public: in.Access.IsPublic(in.Tool)}
+	// An undefined tool's first reason says why it is missing (withheld, or
+	// not defined at all); the policy reasons after it say what access it
+	// would have, so they say so.
+	policy := func(r []string) []string { return r }
 	if !in.Defined {
-		d.Reasons = append(d.Reasons, "no tool named "+in.Tool+" is defined in this world")
+		cond := "if it were defined: "
+		if len(in.Withheld) > 0 {
+			d.Reasons = append(d.Reasons, in.Withheld...)
+			cond = "if it were available: "
+		} else {
+			d.Reasons = append(d.Reasons, "no tool named "+in.Tool+" is defined in this world")
+		}
+		policy = func(r []string) []string {
+			out := make([]string, len(r))
+			for i, x := range r {
+				out[i] = cond + x
+			}
+			return out
+		}
 	}
 	acc, r := in.Access.ExplainFrom(in.Tool, in.Sources)
-	d.Reasons = append(d.Reasons, r...)
+	d.Reasons = append(d.Reasons, policy(r)...)
 	on, r := in.Toolkits.ExplainFrom(in.Switches, in.Tool, in.Sources)
-	d.Reasons = append(d.Reasons, r...)
+	d.Reasons = append(d.Reasons, policy(r)...)
 	if IsAlwaysOn(in.Tool) {
 		on = true // always-on tools ignore toolkits too
 	}
 	for _, u := range in.Unmet {
 		d.Reasons = append(d.Reasons, "requirement not met: "+u)
 	}
-	d.Reasons = append(d.Reasons, in.Withheld...)
+	if in.Defined {
+		d.Reasons = append(d.Reasons, in.Withheld...)
+	}
 	d.Visible = in.Defined && acc && on && len(in.Unmet) == 0 && len(in.Withheld) == 0
 	return d
 }

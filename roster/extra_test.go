@@ -57,6 +57,22 @@ func TestExtraToolsAndUnavailable(t *testing.T) {
 			t.Errorf("%s %s: %+v", tc.agent, tc.tool, e)
 		}
 	}
+	// A missing tool's first reason says why it is missing, once; the
+	// policy reasons after it say they are about a tool that is not there.
+	for tool, want := range map[string][2]string{
+		"mcp.fs.write": {"withheld: changed", "if it were available: "},
+		"no.such":      {"no tool named no.such is defined in this world", "if it were defined: "},
+	} {
+		e, err := h.Explain("a", tool)
+		if err != nil || e.Visible || len(e.Reasons) < 2 || e.Reasons[0] != want[0] {
+			t.Fatalf("explain %s: %+v %v", tool, e, err)
+		}
+		for _, r := range e.Reasons[1:] {
+			if !strings.HasPrefix(r, want[1]) || strings.Contains(r, "is defined in this world") {
+				t.Errorf("explain %s: reason %q", tool, r)
+			}
+		}
+	}
 	// A group naming an unavailable family is not warned about as undefined.
 	if strings.Contains(fmtDiags(h.Warnings), "mcp.gone") {
 		t.Errorf("warnings: %v", h.Warnings)
