@@ -192,8 +192,11 @@ func Load(dir string) (*World, error) {
 	var ds Diagnostics
 	w := &World{Dir: abs, Toolboxes: map[string]*Toolbox{}, WorkspaceRoot: filepath.Join(abs, "workspaces"), Roots: map[string]string{},
 		Policy: Policy{Limits: map[string]Limit{}, ApprovalTimeout: DefaultApprovalTimeout, SessionIdleTimeout: DefaultSessionIdleTimeout}}
-	w.parseConfig(data, &ds)
-	w.loadToolboxes(&ds)
+	if w.parseConfig(data, &ds) {
+		// (A config that is not YAML has no allow-list: every toolbox
+		// would be warned about as left out of it.)
+		w.loadToolboxes(&ds)
+	}
 	w.loadAgents(&ds)
 	if b, err := readLimited(filepath.Join(abs, "tools.md"), maxProseSize); err == nil {
 		w.ToolsProse = string(b)
@@ -210,11 +213,13 @@ func Load(dir string) (*World, error) {
 	return w, nil
 }
 
-func (w *World) parseConfig(data []byte, ds *Diagnostics) {
+// parseConfig reads world-config.yaml into w; false when it is not YAML
+// at all (the error is in ds).
+func (w *World) parseConfig(data []byte, ds *Diagnostics) bool {
 	r := nodeReader{file: ConfigFile, ds: ds}
 	root := parseYAML(ConfigFile, data, ds)
 	if root == nil {
-		return
+		return false
 	}
 	pairs, _ := r.mapping(root, "world-config.yaml")
 	for _, p := range pairs {
@@ -305,6 +310,7 @@ func (w *World) parseConfig(data []byte, ds *Diagnostics) {
 	if len(w.Agents) == 0 && !ds.hasErrorAt(ConfigFile) {
 		ds.Warnf(ConfigFile, root.Line, "the world has no agents")
 	}
+	return true
 }
 
 func (ds Diagnostics) hasErrorAt(file string) bool {

@@ -252,6 +252,24 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// A world-config.yaml that is not YAML is reported once, at its line, and
+// nothing follows from it: its toolboxes are not warned about as missing
+// from an allow-list it could not state.
+func TestLoadUnparsableConfigMisleadsNothing(t *testing.T) {
+	files := goodFiles()
+	files["world-config.yaml"] = "name: demo\nagents:\n  - id: [unclosed\n"
+	_, err := Load(writeWorld(t, files))
+	var ie *InvalidError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "world-config.yaml:") {
+		t.Fatalf("got %v", err)
+	}
+	for _, d := range ie.Diagnostics {
+		if d.File != ConfigFile {
+			t.Errorf("a diagnostic that follows from the unparsable config: %v", d)
+		}
+	}
+}
+
 func TestLoadMissingWorld(t *testing.T) {
 	_, err := Load(t.TempDir())
 	if armory.KindOf(err) != armory.KindNotFound || !strings.Contains(err.Error(), "armory init") {
