@@ -39,11 +39,17 @@ func Check(ctx context.Context, st Store, dir string) (Report, error) {
 			return fmt.Errorf("trail: read the store: %w", err)
 		}
 		for i, fr := range page {
+			// The files' own chain verified, so a first record unlike the
+			// store's means a folder that copies another store.
+			foreign := ""
+			if fr.Seq == 1 {
+				foreign = ": it is not a copy of this store (the store was changed, with --db or ARMORY_DB? move the folder aside to start a new copy)"
+			}
 			if i >= len(recs) || recs[i].Seq != fr.Seq {
-				return &audit.ChainError{Seq: fr.Seq, Reason: "the JSONL trail holds a record the store does not have"}
+				return &audit.ChainError{Seq: fr.Seq, Reason: "the JSONL trail holds a record the store does not have" + foreign}
 			}
 			if recs[i].Hash != fr.Hash {
-				return &audit.ChainError{Seq: fr.Seq, Reason: "the JSONL trail's record differs from the store's"}
+				return &audit.ChainError{Seq: fr.Seq, Reason: "the JSONL trail's record differs from the store's" + foreign}
 			}
 		}
 		page = page[:0]

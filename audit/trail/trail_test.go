@@ -237,8 +237,8 @@ func TestCheck(t *testing.T) {
 	// Another store (another database) does not hold these records.
 	other := openStore(t, filepath.Join(tmp, "b.db"))
 	appendN(t, other, 20, "y")
-	if _, err := trail.Check(context.Background(), other, dir); !errors.Is(err, audit.ErrChain) {
-		t.Fatalf("another store's trail passed: %v", err)
+	if _, err := trail.Check(context.Background(), other, dir); !errors.Is(err, audit.ErrChain) || !strings.Contains(err.Error(), "not a copy of this store") {
+		t.Fatalf("another store's trail passed, or was not called foreign: %v", err)
 	}
 	empty := openStore(t, filepath.Join(tmp, "c.db"))
 	if _, err := trail.Check(context.Background(), empty, dir); !errors.Is(err, audit.ErrChain) || !strings.Contains(err.Error(), "store does not have") {
