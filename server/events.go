@@ -89,7 +89,7 @@ func (h *hub) count() int {
 }
 
 // handleEvents streams events as Server-Sent Events until the client goes,
-// falls behind, or the server shuts down. A comment line every 15s keeps
+// falls behind, its token is revoked, or the server shuts down. A comment line every 15s keeps
 // proxies from closing an idle stream.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	sub, ok := s.events.subscribe()
@@ -114,7 +114,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	// client is dropped, and in any case after eventWriteTimeout.
 	stopWatch := context.AfterFunc(ctxOf(sub.gone), func() { rc.SetWriteDeadline(time.Now()) })
 	defer stopWatch()
+	// A token revoked while its stream is open gets nothing more: the
+	// stream ends at its next event or ping.
+	tok := requestToken(r.Context())
 	write := func(b []byte) bool {
+		if tok == nil || !s.stillValid(r.Context(), tok) {
+			return false
+		}
 		rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
 		if _, err := w.Write(b); err != nil {
 			return false

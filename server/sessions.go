@@ -244,6 +244,15 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 				return
 			}
 			w.Header().Set(SessionHeader, ms.caps)
+			if r.Method == http.MethodGet {
+				// The session's event stream lasts as long as its client
+				// keeps it: it ends at its first write after the token is
+				// revoked, instead of carrying that write.
+				ctx, cancel := context.WithCancel(r.Context())
+				defer cancel()
+				w = &tokenBound{ResponseWriter: w, valid: func() bool { return s.stillValid(ctx, tok) }, end: cancel}
+				r = r.WithContext(ctx)
+			}
 			next.ServeHTTP(w, r)
 			return
 		}

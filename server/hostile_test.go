@@ -1,0 +1,151 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/server"
+)
+
+// rawStream is a response body read line by line in the background.
+type rawStream struct {
+	mu    sync.Mutex
+	lines []string
+	done  chan struct{}
+}
+
+// stream sends a GET (an MCP event stream or /api/events) and reads its
+// body until it ends; the request is cancelled when t ends.
+func (e *env) stream(path, token string, hdr ...string) *rawStream {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Accept", "text/event-stream")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		cancel()
+		e.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header)
+	}
+	s := &rawStream{done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			s.mu.Lock()
+			s.lines = append(s.lines, sc.Text())
+			s.mu.Unlock()
+		}
+	}()
+	e.t.Cleanup(func() { cancel(); <-s.done })
+	return s
+}
+
+func (s *rawStream) text() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.lines, "\n")
+}
+
+// endsWithout waits (bounded) until the stream ends, failing as soon as it
+// carries what.
+func (s *rawStream) endsWithout(t *testing.T, what string) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		if strings.Contains(s.text(), what) {
+			t.Fatalf("the stream carried %q:\n%s", what, s.text())
+		}
+		select {
+		case <-s.done:
+			if strings.Contains(s.text(), what) {
+				t.Fatalf("the stream carried %q:\n%s", what, s.text())
+			}
+			return
+		case <-deadline:
+			t.Fatalf("the stream is still open:\n%s", s.text())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// openRawSession initializes an MCP session of agent at version with raw
+// HTTP and returns its id.
+func (e *env) openRawSession(agent, token, version string) string {
+	e.t.Helper()
+	st, body, h := e.rpc("POST", agent, token, version, "", initBody(version))
+	id := h.Get("Mcp-Session-Id")
+	if st != 200 || id == "" {
+		e.t.Fatalf("initialize: %d %s", st, body)
+	}
+	if st, body, _ := e.rpc("POST", agent, token, version, id, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); st != http.StatusAccepted {
+		e.t.Fatalf("initialized: %d %s", st, body)
+	}
+	return id
+}
+
+// TestRevokedTokenStreamsEnd: a token revoked while its event streams are
+// open gets nothing more on them. An admin token's /api/events stream and
+// an agent token's MCP event stream (GET, standalone) are open when the
+// token is revoked; the next event (a call's call_finished, a
+// notifications/tools/list_changed) reaches the streams of valid tokens
+// but not theirs: their streams end instead.
+func TestRevokedTokenStreamsEnd(t *testing.T) {
+	e := start(t, server.Options{})
+	ctx := ctx30(t)
+
+	// /api/events of an admin token revoked mid-stream.
+	secret, tok, err := server.CreateToken(ctx, e.st, "", true, "revoked while streaming")
+	if err != nil {
+		t.Fatal(err)
+	}
+	witness := e.events(e.admin)
+	revoked := e.stream("/api/events", secret)
+	if err := e.st.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st, body, _ := e.do("POST", "/api/agents/architect/calls", e.admin, `{"tool":"workspace.list","args":{"path":"."}}`); st != 200 {
+		t.Fatalf("call: %d %s", st, body)
+	}
+	witness.waitFor(t, kind(pipeline.EventCallFinished))
+	revoked.endsWithout(t, "call_finished")
+
+	// The MCP event stream of an agent token revoked mid-stream.
+	const version = "2025-11-25"
+	mcpSecret, mcpID := e.tokenID("architect")
+	session := e.openRawSession("architect", mcpSecret, version)
+	mcpRevoked := e.stream("/agents/architect/mcp", mcpSecret, "Mcp-Session-Id", session, "Mcp-Protocol-Version", version)
+	changed := make(chan struct{}, 8)
+	e.mcp("architect", e.token("architect"), &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	if err := e.st.RevokeToken(ctx, mcpID); err != nil {
+		t.Fatal(err)
+	}
+	ag, _ := e.h.Agent("architect")
+	if err := ag.Registry.Register(skillTool{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed for the valid token's session")
+	}
+	mcpRevoked.endsWithout(t, "list_changed")
+}
