@@ -150,6 +150,8 @@ func (w *tokenBound) FlushError() error {
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
+func (w *tokenBound) Flush() { w.FlushError() }
+
 func (w *tokenBound) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 var errRevokedMidStream = errors.New("the token of this stream was revoked")

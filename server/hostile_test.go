@@ -3,9 +3,13 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +152,92 @@ func TestRevokedTokenStreamsEnd(t *testing.T) {
 		t.Fatal("no notifications/tools/list_changed for the valid token's session")
 	}
 	mcpRevoked.endsWithout(t, "list_changed")
+}
+
+// dialSmallWindow connects to the server with a receive buffer as small as
+// the kernel allows: a client that reads nothing stops the server's writes
+// after a few kilobytes.
+func (e *env) dialSmallWindow() net.Conn {
+	e.t.Helper()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1024)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	conn, err := d.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// metric returns the value of a metric line ("name{labels}") of /metrics.
+func (e *env) metric(name string) string {
+	e.t.Helper()
+	st, body, _ := e.do("GET", "/metrics", e.admin, "")
+	if st != 200 {
+		e.t.Fatalf("metrics: %d %s", st, body)
+	}
+	for _, l := range strings.Split(body, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestMCPClientThatDoesNotRead: a client sends a batch whose answers are
+// far larger than the request (2,000 tools/list in one POST of the
+// 2025-03-26 revision) and then reads nothing, holding the connection open.
+// The server's write blocks; it must give up within its write timeout, end
+// that response and free what it held, rather than keep a goroutine, the
+// answers and the connection for as long as the client likes: the session
+// can then be closed and its place is given back.
+func TestMCPClientThatDoesNotRead(t *testing.T) {
+	e := start(t, server.Options{WriteTimeout: time.Second})
+	const version = "2025-03-26"
+	tok := e.token("architect")
+	id := e.openRawSession("architect", tok, version)
+
+	var batch strings.Builder
+	batch.WriteString("[")
+	for i := range 2000 {
+		if i > 0 {
+			batch.WriteString(",")
+		}
+		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i+1)
+	}
+	batch.WriteString("]")
+	conn := e.dialSmallWindow()
+	fmt.Fprintf(conn, "POST /agents/architect/mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: %s\r\nMcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
+		strings.TrimPrefix(e.url, "http://"), tok, version, id, batch.Len(), batch.String())
+
+	for deadline := time.Now().Add(30 * time.Second); e.metric("armory_stalled_writes_total") != "1"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still writes to a client that reads nothing; armory_stalled_writes_total %q", e.metric("armory_stalled_writes_total"))
+		}
+	}
+	if st, body, _ := e.rpc("DELETE", "architect", tok, version, id, ""); st != http.StatusNoContent && st != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", st, body)
+	}
+	for deadline := time.Now().Add(30 * time.Second); e.metric("armory_mcp_sessions") != "0"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's place is still taken: armory_mcp_sessions %s", e.metric("armory_mcp_sessions"))
+		}
+	}
+	// The response was cut: the client gets what was sent, then the end.
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if n := strings.Count(string(got), `"tools":`); n >= 2000 {
+		t.Fatalf("the whole answer was written (%d results)", n)
+	}
 }
