@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/store"
 )
 
 // rawStream is a response body read line by line in the background.
@@ -239,5 +242,88 @@ func TestMCPClientThatDoesNotRead(t *testing.T) {
 	}
 	if n := strings.Count(string(got), `"tools":`); n >= 2000 {
 		t.Fatalf("the whole answer was written (%d results)", n)
+	}
+}
+
+// TestJSONRPCBatchBounds: a batch (revisions before 2025-06-18) is a
+// multiplier, since the MCP library answers its requests at once: it holds
+// at most server.MaxBatch messages, and a batch that names one request id
+// twice is refused whole (the library answered only the first and ran the
+// second anyway, its answer lost). Nothing of a refused batch runs.
+func TestJSONRPCBatchBounds(t *testing.T) {
+	e := start(t, server.Options{})
+	p := newPeer(t, e, e.token("architect"), "2025-03-26")
+	batch := func(n int, msg func(i int) string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = msg(i)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	list := func(i int) string { return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i+1) }
+	st, body, hdr := p.post("", batch(server.MaxBatch, list))
+	if r := rpcReplies(t, body, hdr); st != 200 || len(r) != server.MaxBatch {
+		t.Fatalf("a batch of %d: %d, %d replies", server.MaxBatch, st, len(r))
+	}
+	st, body, hdr = p.post("", batch(server.MaxBatch+1, list))
+	if r := rpcReplies(t, body, hdr); st != 400 || len(r) != 1 || r[0].Error == nil || r[0].Error.Code != -32600 || string(r[0].ID) != "null" {
+		t.Fatalf("a batch of %d: %d %.300s", server.MaxBatch+1, st, body)
+	}
+
+	write := func(id, file string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"workspace.write","arguments":{"path":"` + file + `","content":"x"}}}`
+	}
+	for _, ids := range [][2]string{{`1`, `1`}, {`"a"`, `"a"`}, {`1.5`, `1.5`}, {`"\u0061"`, `"\u0061"`}} {
+		st, body, hdr := p.post("", "["+write(ids[0], "dup-a.txt")+","+write(ids[1], "dup-b.txt")+"]")
+		if r := rpcReplies(t, body, hdr); st != 400 || len(r) != 1 || r[0].Error == nil || r[0].Error.Code != -32600 {
+			t.Errorf("a batch naming id %s twice: %d %.300s", ids[0], st, body)
+		}
+	}
+	for _, f := range []string{"dup-a.txt", "dup-b.txt"} {
+		if _, err := os.Stat(filepath.Join(e.h.World.Workspace("architect"), f)); err == nil {
+			t.Errorf("a call of a refused batch ran: %s exists", f)
+		}
+	}
+	// Ids that differ only as the library would read them are two ids.
+	st, body, hdr = p.post("", "["+write(`1`, "one-a.txt")+","+write(`1.0`, "one-b.txt")+","+write(`"a"`, "one-c.txt")+","+write(`"\u0061"`, "one-d.txt")+"]")
+	if r := rpcReplies(t, body, hdr); st != 200 || len(r) != 4 {
+		t.Errorf("a batch of four distinct ids: %d %.300s", st, body)
+	}
+}
+
+// TestJSONRPCOddMethodsAndParams: method names in another case, with a
+// trailing space, a NUL or a look-alike letter are unknown methods;
+// params that are not what a method takes are invalid params; JSON nested
+// past the decoders' depth is refused before anything reads it. No call
+// runs and nothing is written.
+func TestJSONRPCOddMethodsAndParams(t *testing.T) {
+	e := start(t, server.Options{})
+	p := newPeer(t, e, e.token("architect"), "2025-11-25")
+	for _, c := range []struct {
+		body   string
+		status int
+		code   int
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"Tools/Call","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
+		{`{"jsonrpc":"2.0","id":1,"method":"TOOLS/LIST"}`, 200, -32601},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call ","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call\u0000","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
+		{`{"jsonrpc":"2.0","id":1,"method":"t\u043eols/call","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":["workspace.write",{"path":"odd.txt","content":"x"}]}`, 200, -32602},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":["workspace.write"],"arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32602},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`, 400, -32700},
+		{`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}}}`, 400, -32000},
+	} {
+		st, body, hdr := p.post("", c.body)
+		r := rpcReplies(t, body, hdr)
+		if st != c.status || len(r) != 1 || r[0].Error == nil || r[0].Error.Code != int64(c.code) {
+			t.Errorf("%.120s: %d %.300s, want %d and error %d", c.body, st, body, c.status, c.code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.h.World.Workspace("architect"), "odd.txt")); err == nil {
+		t.Error("a call ran")
+	}
+	if recs, err := e.st.ListAudit(ctx30(t), store.AuditFilter{Agent: "architect", Tool: "workspace.write"}); err != nil || len(recs) != 0 {
+		t.Errorf("audit: %d workspace.write records, %v", len(recs), err)
 	}
 }

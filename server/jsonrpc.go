@@ -250,6 +250,12 @@ type rpcBody struct {
 // protocolNoBatch is the first MCP revision without JSON-RPC batches.
 const protocolNoBatch = "2025-06-18"
 
+// MaxBatch bounds the messages of one JSON-RPC batch. The MCP library
+// answers a batch's requests at once, each in its own goroutine, so a
+// batch is a multiplier: 20,000 tools/list in a 1 MiB body made 300 MB of
+// answers and 940 MB of heap before the bound.
+const MaxBatch = 64
+
 // parseRPCBody checks a POST body: one JSON value and nothing after it
 // but white space; an object (a message) or, on revisions before
 // 2025-06-18, a non-empty array of them (a batch).
@@ -288,6 +294,7 @@ func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 		out.batch = true
 		var msgs []rpcMessage
 		var elems [][]byte
+		ids := map[string]bool{} // the request ids of the batch, as sent
 		changed := false
 		for j := skipWS(body, i+1); body[j] != ']'; {
 			end := valueEnd(body, j)
@@ -295,9 +302,21 @@ func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 			if el[0] != '{' {
 				return rpcBody{}, invalid(nil, "a batch element is not an object")
 			}
+			if len(msgs) == MaxBatch {
+				return rpcBody{}, invalid(nil, "a batch holds at most %d messages", MaxBatch)
+			}
 			m, f := parseMessage(el)
 			if f != nil {
 				return rpcBody{}, f
+			}
+			if m.isCall {
+				// The library answers one request per id and runs the
+				// other anyway, its answer lost. Ids that differ as sent
+				// are different for it too (tokens are injective).
+				if ids[string(m.id)] {
+					return rpcBody{}, invalid(m.id, "the batch names request id %s twice", m.id)
+				}
+				ids[string(m.id)] = true
 			}
 			out.sessionFree = out.sessionFree || sessionFree(m.method)
 			out.tokens = out.tokens || m.tokenID
