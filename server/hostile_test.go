@@ -327,3 +327,120 @@ func TestJSONRPCOddMethodsAndParams(t *testing.T) {
 		t.Errorf("audit: %d workspace.write records, %v", len(recs), err)
 	}
 }
+
+// TestMCPSessionIDsGuessed: session ids that are not a session the token
+// opened — made up, very long, the owner's own id in another case or with
+// a suffix — are unknown sessions (404, -32001) on every method; none is
+// audited as a probe (no open session of another owner is named), nothing
+// runs. A second event stream on one's own session is refused (one stream
+// per session: streams are bounded by sessions).
+func TestMCPSessionIDsGuessed(t *testing.T) {
+	e := start(t, server.Options{})
+	const version = "2025-11-25"
+	tok := e.token("architect")
+	own := e.openRawSession("architect", tok, version)
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"workspace.write","arguments":{"path":"guess.txt","content":"x"}}}`
+	for _, id := range []string{
+		"0", "00000000000000000000000000000000", strings.Repeat("A", 60<<10),
+		strings.ToLower(own), strings.ToUpper(own), own + "x", own[:len(own)-1], "../" + own, own + "," + own,
+	} {
+		if id == own {
+			continue // an id of digits only has no case
+		}
+		for _, m := range []string{"POST", "GET", "DELETE"} {
+			body := ""
+			if m == "POST" {
+				body = call
+			}
+			st, got, _ := e.rpc(m, "architect", tok, version, id, body)
+			if st != http.StatusNotFound || decodeRPCErr(t, got).Error.Code != -32001 {
+				t.Errorf("%s with session %.40q: %d %.200s", m, id, st, got)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(e.h.World.Workspace("architect"), "guess.txt")); err == nil {
+		t.Error("a call with a guessed session ran")
+	}
+	if recs, err := e.st.ListAudit(ctx30(t), store.AuditFilter{Tool: "mcp.session"}); err != nil || len(recs) != 0 {
+		t.Errorf("guesses audited as probes of a live session: %d, %v", len(recs), err)
+	}
+	// The owner's session still works, and takes one event stream.
+	if st, body, _ := e.rpc("POST", "architect", tok, version, own, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); st != 200 {
+		t.Fatalf("the owner's session: %d %.200s", st, body)
+	}
+	e.stream("/agents/architect/mcp", tok, "Mcp-Session-Id", own, "Mcp-Protocol-Version", version)
+	st, body, _ := e.rpc("GET", "architect", tok, version, own, "")
+	if st != http.StatusConflict || decodeRPCErr(t, body).Error.Code == 0 {
+		t.Errorf("a second event stream on one session: %d %.200s", st, body)
+	}
+}
+
+// TestSlowRequestBodyIsCut: a client that sends its headers and then its
+// body a byte at a time (slow loris) on the MCP endpoint, whose response
+// has no deadline, is cut at the read timeout: the connection is closed
+// and no session is opened.
+func TestSlowRequestBodyIsCut(t *testing.T) {
+	e := start(t, server.Options{ReadTimeout: time.Second})
+	tok := e.token("architect")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := initBody("2025-11-25")
+	fmt.Fprintf(conn, "POST /agents/architect/mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n",
+		strings.TrimPrefix(e.url, "http://"), tok, len(body))
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		io.Copy(io.Discard, conn)
+	}()
+	// One byte every 100 ms would take minutes; the server must not wait.
+	for i := 0; ; i++ {
+		if i == len(body)-1 {
+			t.Fatal("the whole body was read")
+		}
+		select {
+		case <-closed:
+			if n := e.metric("armory_mcp_sessions"); n != "0" {
+				t.Fatalf("sessions open: %s", n)
+			}
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, err := conn.Write([]byte{body[i]}); err != nil {
+			<-closed
+			return
+		}
+	}
+}
+
+// TestSessionHeaderControlCharacters: an X-Armory-Session or
+// Mcp-Session-Id header holding a control character (an escape sequence
+// for the terminal of whoever reads the trail, a NUL) never reaches Armory:
+// net/http refuses the request line by line, and no session is opened.
+func TestSessionHeaderControlCharacters(t *testing.T) {
+	e := start(t, server.Options{})
+	tok := e.token("architect")
+	body := initBody("2025-11-25")
+	for _, h := range []string{"X-Armory-Session: a\x1b[2Jb", "X-Armory-Session: a\x00b", "Mcp-Session-Id: a\x01b", "X-Armory-Session: a\x7fb"} {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /agents/architect/mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n%s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+			strings.TrimPrefix(e.url, "http://"), tok, h, len(body), body)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		status, err := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if err != nil || !strings.HasPrefix(status, "HTTP/1.1 400") {
+			t.Errorf("%q: %q %v", h, status, err)
+		}
+	}
+	if n := e.metric("armory_mcp_sessions"); n != "0" {
+		t.Fatalf("sessions open: %s", n)
+	}
+	if recs, err := e.st.ListAudit(ctx30(t), store.AuditFilter{}); err != nil || len(recs) != 0 {
+		t.Fatalf("audit: %d records, %v", len(recs), err)
+	}
+}
