@@ -143,8 +143,12 @@ func (w *tokenBound) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
+// FlushError sends what Write let through (it checked the token).
 func (w *tokenBound) FlushError() error {
-	if !w.check() {
+	w.mu.Lock()
+	revoked := w.revoked
+	w.mu.Unlock()
+	if revoked {
 		return errRevokedMidStream
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()

@@ -33,10 +33,19 @@ type rawStream struct {
 // body until it ends; the request is cancelled when t ends.
 func (e *env) stream(path, token string, hdr ...string) *rawStream {
 	e.t.Helper()
+	return e.streamReq("GET", path, token, "", append([]string{"Accept", "text/event-stream"}, hdr...)...)
+}
+
+// streamReq is stream for any method and body.
+func (e *env) streamReq(method, path, token, body string, hdr ...string) *rawStream {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+path, nil)
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, e.url+path, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "text/event-stream")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -47,7 +56,7 @@ func (e *env) stream(path, token string, hdr ...string) *rawStream {
 	}
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		cancel()
-		e.t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header)
+		e.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, resp.Header)
 	}
 	s := &rawStream{done: make(chan struct{})}
 	go func() {
@@ -155,6 +164,30 @@ func TestRevokedTokenStreamsEnd(t *testing.T) {
 		t.Fatal("no notifications/tools/list_changed for the valid token's session")
 	}
 	mcpRevoked.endsWithout(t, "list_changed")
+
+	// A sessionless client's subscriptions/listen stream (2026-07-28).
+	listenSecret, listenID := e.tokenID("architect")
+	listen := e.streamReq("POST", "/agents/architect/mcp", listenSecret,
+		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+rpcMeta+`}}`,
+		"Content-Type", "application/json", "Accept", "application/json, text/event-stream",
+		"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "subscriptions/listen")
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(listen.text(), "acknowledged"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no acknowledgement on the listen stream: %s", listen.text())
+		}
+	}
+	if err := e.st.RevokeToken(ctx, listenID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ag.Registry.Unregister("skill.echo"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("no notifications/tools/list_changed for the valid token's session")
+	}
+	listen.endsWithout(t, "list_changed")
 }
 
 // dialSmallWindow connects to the server with a receive buffer as small as
@@ -196,8 +229,9 @@ func (e *env) metric(name string) string {
 }
 
 // TestMCPClientThatDoesNotRead: a client sends a batch whose answers are
-// far larger than the request (2,000 tools/list in one POST of the
-// 2025-03-26 revision) and then reads nothing, holding the connection open.
+// far larger than the request (64 reads of large files in one POST of the
+// 2025-03-26 revision) and then reads nothing, holding the connection
+// open.
 // The server's write blocks; it must give up within its write timeout, end
 // that response and free what it held, rather than keep a goroutine, the
 // answers and the connection for as long as the client likes: the session
@@ -208,13 +242,22 @@ func TestMCPClientThatDoesNotRead(t *testing.T) {
 	tok := e.token("architect")
 	id := e.openRawSession("architect", tok, version)
 
+	// Each answer is a read of 64 KiB of '<', which JSON carries as
+	// \u003c: 24 MB of answers, far more than the sockets' buffers.
+	ws := e.h.World.Workspace("architect")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	var batch strings.Builder
 	batch.WriteString("[")
-	for i := range 2000 {
+	for i := range server.MaxBatch {
+		if err := os.WriteFile(filepath.Join(ws, fmt.Sprintf("big%d.txt", i)), []byte(strings.Repeat("<", 64<<10)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		if i > 0 {
 			batch.WriteString(",")
 		}
-		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, i+1)
+		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"workspace.read","arguments":{"path":"big%d.txt"}}}`, i+1, i)
 	}
 	batch.WriteString("]")
 	conn := e.dialSmallWindow()
@@ -240,7 +283,7 @@ func TestMCPClientThatDoesNotRead(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	if n := strings.Count(string(got), `"tools":`); n >= 2000 {
+	if n := strings.Count(string(got), `"result"`); n >= server.MaxBatch {
 		t.Fatalf("the whole answer was written (%d results)", n)
 	}
 }

@@ -165,6 +165,9 @@ func (g *rpcGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	if !b.batch && b.method == "subscriptions/listen" {
+		r = r.WithContext(context.WithValue(r.Context(), listenKey{}, true))
+	}
 	rw.restore = b.tokens
 	rw.sessionless = sessionlessRequest(r)
 	if !b.batch && b.call {
@@ -225,6 +228,15 @@ func hasMetaVersion(body []byte) bool {
 	return ok
 }
 
+// listenKey marks a request whose body is one subscriptions/listen: its
+// response is an event stream that lasts as long as its client keeps it.
+type listenKey struct{}
+
+func listenRequest(ctx context.Context) bool {
+	v, _ := ctx.Value(listenKey{}).(bool)
+	return v
+}
+
 // rpcFailure is a body refused before the library sees it.
 type rpcFailure struct {
 	code int64
@@ -242,6 +254,7 @@ type rpcBody struct {
 	sessionFree bool   // a request that needs no session is among the messages (initialize, server/discover)
 	call        bool   // the (single) message is a request with an id
 	firstID     []byte // the id of the single message
+	method      string // the method of the single message
 	tokens      bool   // some id was replaced by a token
 	empty       bool   // nothing left for the library
 	body        []byte // the body to pass on when it changed, else nil
@@ -278,6 +291,7 @@ func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 		out.sessionFree = sessionFree(m.method)
 		out.call = m.isCall
 		out.firstID = m.id
+		out.method = m.method
 		if m.drop {
 			out.empty = true
 			return out, nil

@@ -233,6 +233,16 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 			return
 		}
 		own := sessionOwner{agent: r.PathValue("id"), token: tok.ID}
+		if r.Method == http.MethodGet || listenRequest(r.Context()) {
+			// An event stream (a session's GET stream, a sessionless
+			// subscriptions/listen) lasts as long as its client keeps it:
+			// it ends at its first write after the token is revoked,
+			// instead of carrying that write.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			w = &tokenBound{ResponseWriter: w, valid: func() bool { return s.stillValid(ctx, tok) }, end: cancel}
+			r = r.WithContext(ctx)
+		}
 		if id := r.Header.Get(mcpSessionHeader); id != "" {
 			ms, ok := t.lookup(id)
 			if !ok || ms.owner != own {
@@ -244,15 +254,6 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 				return
 			}
 			w.Header().Set(SessionHeader, ms.caps)
-			if r.Method == http.MethodGet {
-				// The session's event stream lasts as long as its client
-				// keeps it: it ends at its first write after the token is
-				// revoked, instead of carrying that write.
-				ctx, cancel := context.WithCancel(r.Context())
-				defer cancel()
-				w = &tokenBound{ResponseWriter: w, valid: func() bool { return s.stillValid(ctx, tok) }, end: cancel}
-				r = r.WithContext(ctx)
-			}
 			next.ServeHTTP(w, r)
 			return
 		}
