@@ -24,9 +24,10 @@ import (
 
 // rawStream is a response body read line by line in the background.
 type rawStream struct {
-	mu    sync.Mutex
-	lines []string
-	done  chan struct{}
+	mu     sync.Mutex
+	lines  []string
+	done   chan struct{}
+	cancel func() // ends the request
 }
 
 // stream sends a GET (an MCP event stream or /api/events) and reads its
@@ -58,7 +59,7 @@ func (e *env) streamReq(method, path, token, body string, hdr ...string) *rawStr
 		cancel()
 		e.t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, resp.Header)
 	}
-	s := &rawStream{done: make(chan struct{})}
+	s := &rawStream{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(s.done)
 		defer resp.Body.Close()
@@ -486,4 +487,75 @@ func TestSessionHeaderControlCharacters(t *testing.T) {
 	if recs, err := e.st.ListAudit(ctx30(t), store.AuditFilter{}); err != nil || len(recs) != 0 {
 		t.Fatalf("audit: %d records, %v", len(recs), err)
 	}
+}
+
+// listenBody is a sessionless subscriptions/listen for tool list changes.
+const listenBody = `{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},` + rpcMeta + `}}`
+
+var listenHeaders = []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream",
+	"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "subscriptions/listen"}
+
+// listen opens a subscriptions/listen stream and waits (bounded) for its
+// acknowledgement.
+func (e *env) listen(token string) *rawStream {
+	e.t.Helper()
+	s := e.streamReq("POST", "/agents/architect/mcp", token, listenBody, listenHeaders...)
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(s.text(), "acknowledged"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no acknowledgement on the listen stream: %s", s.text())
+		}
+	}
+	return s
+}
+
+// TestListenStreamsBounded: a sessionless subscriptions/listen stream
+// (2026-07-28) lasts as long as its client keeps it, like a session, so it
+// counts as one: a token may keep at most MCPSessionsPerToken of them (and
+// sessions) open; the next is refused with 403 and JSON-RPC -32002, and
+// closing one frees its place. Before, one token could hold any number,
+// each with its goroutines, for as long as it liked.
+func TestListenStreamsBounded(t *testing.T) {
+	e := start(t, server.Options{MCPSessionsPerToken: 3})
+	tok := e.token("architect")
+	var open []*rawStream
+	for range 3 {
+		open = append(open, e.listen(tok))
+	}
+	if n := e.metric("armory_mcp_sessions"); n != "3" {
+		t.Errorf("armory_mcp_sessions %s with three listen streams", n)
+	}
+	refused := func() (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/agents/architect/mcp", strings.NewReader(listenBody))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		for i := 0; i+1 < len(listenHeaders); i += 2 {
+			req.Header.Set(listenHeaders[i], listenHeaders[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == 200 {
+			return 200, ""
+		}
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, body := refused(); st != http.StatusForbidden || decodeRPCErr(t, body).Error.Code != -32002 {
+		t.Fatalf("a fourth listen stream: %d %s", st, body)
+	}
+	// Ordinary sessionless requests are not limited.
+	if _, err := connectAt(t, e.url, "architect", tok, "2026-07-28", nil, nil).ListTools(ctx30(t), nil); err != nil {
+		t.Errorf("a sessionless request at the limit: %v", err)
+	}
+	open[0].cancel()
+	<-open[0].done
+	for deadline := time.Now().Add(30 * time.Second); e.metric("armory_mcp_sessions") != "2"; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed listen stream kept its place: %s", e.metric("armory_mcp_sessions"))
+		}
+	}
+	e.listen(tok)
 }

@@ -257,6 +257,18 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if listenRequest(r.Context()) {
+			// A sessionless subscriptions/listen lasts as long as its
+			// client keeps it, as a session does: it counts as one
+			// while it is open.
+			if err := t.reserve(own); err != nil {
+				s.writeRPCError(w, r, httpStatus(armory.KindOf(err)), codeSessionLimit, err)
+				return
+			}
+			defer t.release(own)
+			next.ServeHTTP(w, r)
+			return
+		}
 		if r.Method != http.MethodPost || sessionlessRequest(r) {
 			next.ServeHTTP(w, r)
 			return
