@@ -336,7 +336,8 @@ func TestJSONRPCBatchBounds(t *testing.T) {
 }
 
 // TestJSONRPCOddMethodsAndParams: method names in another case, with a
-// trailing space, a NUL or a look-alike letter are unknown methods;
+// trailing space, a NUL or a look-alike letter are unknown methods; a
+// tools/call without an id (a notification) is an invalid request;
 // params that are not what a method takes are invalid params; JSON nested
 // past the decoders' depth is refused before anything reads it. No call
 // runs and nothing is written.
@@ -350,6 +351,9 @@ func TestJSONRPCOddMethodsAndParams(t *testing.T) {
 	}{
 		{`{"jsonrpc":"2.0","id":1,"method":"Tools/Call","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
 		{`{"jsonrpc":"2.0","id":1,"method":"TOOLS/LIST"}`, 200, -32601},
+		// A request method sent as a notification (no id) would run with
+		// its answer nowhere: refused.
+		{`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 400, -32600},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call ","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
 		{`{"jsonrpc":"2.0","id":1,"method":"tools/call\u0000","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
 		{`{"jsonrpc":"2.0","id":1,"method":"t\u043eols/call","params":{"name":"workspace.write","arguments":{"path":"odd.txt","content":"x"}}}`, 200, -32601},
