@@ -159,35 +159,27 @@ func TestRevokedTokenStreamsEnd(t *testing.T) {
 	if err := ag.Registry.Register(skillTool{}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-changed:
-	case <-ctx.Done():
-		t.Fatal("no notifications/tools/list_changed for the valid token's session")
+	waitChanged := func() {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatal("no notifications/tools/list_changed for the valid token's session")
+		}
 	}
+	waitChanged()
 	mcpRevoked.endsWithout(t, "list_changed")
 
 	// A sessionless client's subscriptions/listen stream (2026-07-28).
 	listenSecret, listenID := e.tokenID("architect")
-	listen := e.streamReq("POST", "/agents/architect/mcp", listenSecret,
-		`{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true},`+rpcMeta+`}}`,
-		"Content-Type", "application/json", "Accept", "application/json, text/event-stream",
-		"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "subscriptions/listen")
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(listen.text(), "acknowledged"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no acknowledgement on the listen stream: %s", listen.text())
-		}
-	}
+	listen := e.listen(listenSecret)
 	if err := e.st.RevokeToken(ctx, listenID); err != nil {
 		t.Fatal(err)
 	}
 	if err := ag.Registry.Unregister("skill.echo"); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-changed:
-	case <-ctx.Done():
-		t.Fatal("no notifications/tools/list_changed for the valid token's session")
-	}
+	waitChanged()
 	listen.endsWithout(t, "list_changed")
 }
 
