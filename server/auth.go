@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/store"
@@ -79,12 +80,17 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 	if secret == "" || len(secret) > 512 {
 		return nil, errBadToken
 	}
-	hash := HashToken(secret)
+	return s.tokenByHash(r.Context(), HashToken(secret))
+}
+
+// tokenByHash returns the unrevoked token whose secret hashes to hash, from
+// the token cache or the store.
+func (s *Server) tokenByHash(ctx context.Context, hash string) (*store.Token, error) {
 	epoch := s.tokens.currentEpoch()
 	if t, ok := s.tokens.get(hash, epoch); ok {
 		return t, nil
 	}
-	t, err := s.st.LookupToken(r.Context(), hash)
+	t, err := s.st.LookupToken(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, errBadToken
 	}
@@ -98,6 +104,62 @@ func (s *Server) authenticate(r *http.Request) (*store.Token, error) {
 	return t, nil
 }
 
+// stillValid reports whether t, which authenticated a request that is
+// still streaming, has not been revoked since (as authenticate would see it
+// now, token cache included). A long response checks it before each write,
+// so that a revoked token's streams carry nothing more.
+func (s *Server) stillValid(ctx context.Context, t *store.Token) bool {
+	_, err := s.tokenByHash(ctx, t.Hash)
+	return err == nil
+}
+
+// tokenBound is the response writer of an event stream: before each write
+// it checks that the request's token is still valid; once it is not, the
+// write fails, end is called (it ends the stream) and nothing more is
+// written.
+type tokenBound struct {
+	http.ResponseWriter
+	valid func() bool
+	end   func()
+
+	mu      sync.Mutex
+	revoked bool
+}
+
+func (w *tokenBound) check() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.revoked && !w.valid() {
+		w.revoked = true
+		w.end()
+	}
+	return !w.revoked
+}
+
+func (w *tokenBound) Write(p []byte) (int, error) {
+	if !w.check() {
+		return 0, errRevokedMidStream
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError sends what Write let through (it checked the token).
+func (w *tokenBound) FlushError() error {
+	w.mu.Lock()
+	revoked := w.revoked
+	w.mu.Unlock()
+	if revoked {
+		return errRevokedMidStream
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *tokenBound) Flush() { w.FlushError() }
+
+func (w *tokenBound) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+var errRevokedMidStream = errors.New("the token of this stream was revoked")
+
 // admin wraps a handler that only admin tokens reach.
 func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +172,7 @@ func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 			s.writeError(w, r, errNotAdmin)
 			return
 		}
-		next(w, r)
+		next(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t)))
 	}
 }
 

@@ -89,7 +89,7 @@ func (h *hub) count() int {
 }
 
 // handleEvents streams events as Server-Sent Events until the client goes,
-// falls behind, or the server shuts down. A comment line every 15s keeps
+// falls behind, its token is revoked, or the server shuts down. A comment line every 15s keeps
 // proxies from closing an idle stream.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	sub, ok := s.events.subscribe()
@@ -111,11 +111,16 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	// A write blocked on a client that does not read is cut when the
-	// client is dropped, and in any case after eventWriteTimeout.
+	// client is dropped, and in any case after WriteTimeout (long).
 	stopWatch := context.AfterFunc(ctxOf(sub.gone), func() { rc.SetWriteDeadline(time.Now()) })
 	defer stopWatch()
+	// A token revoked while its stream is open gets nothing more: the
+	// stream ends at its next event or ping.
+	tok := requestToken(r.Context())
 	write := func(b []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+		if tok == nil || !s.stillValid(r.Context(), tok) {
+			return false
+		}
 		if _, err := w.Write(b); err != nil {
 			return false
 		}
@@ -138,9 +143,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
-
-// eventWriteTimeout bounds one event write to a stream client.
-const eventWriteTimeout = 10 * time.Second
 
 // ctxOf returns a context that ends when ch is closed.
 func ctxOf(ch <-chan struct{}) context.Context {

@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -107,9 +109,12 @@ func (s *Server) guardHTTP(next http.Handler) http.Handler {
 }
 
 // long marks a route whose response lasts as long as a tool call or an
-// event stream: it lifts the write deadline, and the read deadline once the
-// body has been read.
-func long(next http.Handler) http.Handler {
+// event stream: it lifts the deadline on the whole response, and the read
+// deadline once the body has been read. Each write is still bounded, by
+// WriteTimeout from the moment it starts (stallBound): a client that stops
+// reading cannot hold a response, what it carries and the handler's
+// goroutines for longer than that.
+func (s *Server) long(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
 		rc.SetWriteDeadline(time.Time{})
@@ -118,9 +123,59 @@ func long(next http.Handler) http.Handler {
 		} else {
 			r.Body = &liftAtEOF{ReadCloser: r.Body, rc: rc}
 		}
-		next.ServeHTTP(w, r)
+		sw := &stallBound{ResponseWriter: w, rc: rc, timeout: s.opts.WriteTimeout, stalled: s.metrics.stalled.Inc}
+		next.ServeHTTP(sw, r)
+		// What net/http writes after the handler (the end of a chunked
+		// body) gets the same bound.
+		rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 	})
 }
+
+// stallBound gives each write of a long response its own deadline. A
+// write that misses it fails, and net/http then cancels the request's
+// context and closes the connection once the handler returns; the first
+// such failure is counted (armory_stalled_writes_total).
+type stallBound struct {
+	http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	stalled func()
+
+	mu      sync.Mutex
+	counted bool
+}
+
+func (w *stallBound) Write(p []byte) (int, error) {
+	w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	n, err := w.ResponseWriter.Write(p)
+	w.failed(err)
+	return n, err
+}
+
+func (w *stallBound) FlushError() error {
+	w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
+	err := w.rc.Flush()
+	w.failed(err)
+	return err
+}
+
+// Flush is FlushError for writers up the chain that know only
+// http.Flusher.
+func (w *stallBound) Flush() { w.FlushError() }
+
+func (w *stallBound) failed(err error) {
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.counted {
+		w.counted = true
+		w.stalled()
+	}
+}
+
+func (w *stallBound) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // liftAtEOF clears the connection's read deadline when the body ends.
 type liftAtEOF struct {

@@ -165,6 +165,9 @@ func (g *rpcGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
+	if !b.batch && b.method == "subscriptions/listen" {
+		r = r.WithContext(context.WithValue(r.Context(), listenKey{}, true))
+	}
 	rw.restore = b.tokens
 	rw.sessionless = sessionlessRequest(r)
 	if !b.batch && b.call {
@@ -225,6 +228,15 @@ func hasMetaVersion(body []byte) bool {
 	return ok
 }
 
+// listenKey marks a request whose body is one subscriptions/listen: its
+// response is an event stream that lasts as long as its client keeps it.
+type listenKey struct{}
+
+func listenRequest(ctx context.Context) bool {
+	v, _ := ctx.Value(listenKey{}).(bool)
+	return v
+}
+
 // rpcFailure is a body refused before the library sees it.
 type rpcFailure struct {
 	code int64
@@ -242,6 +254,7 @@ type rpcBody struct {
 	sessionFree bool   // a request that needs no session is among the messages (initialize, server/discover)
 	call        bool   // the (single) message is a request with an id
 	firstID     []byte // the id of the single message
+	method      string // the method of the single message
 	tokens      bool   // some id was replaced by a token
 	empty       bool   // nothing left for the library
 	body        []byte // the body to pass on when it changed, else nil
@@ -249,6 +262,12 @@ type rpcBody struct {
 
 // protocolNoBatch is the first MCP revision without JSON-RPC batches.
 const protocolNoBatch = "2025-06-18"
+
+// MaxBatch bounds the messages of one JSON-RPC batch. The MCP library
+// answers a batch's requests at once, each in its own goroutine, so a
+// batch is a multiplier: 20,000 tools/list in a 1 MiB body made 300 MB of
+// answers and 940 MB of heap before the bound.
+const MaxBatch = 64
 
 // parseRPCBody checks a POST body: one JSON value and nothing after it
 // but white space; an object (a message) or, on revisions before
@@ -272,6 +291,7 @@ func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 		out.sessionFree = sessionFree(m.method)
 		out.call = m.isCall
 		out.firstID = m.id
+		out.method = m.method
 		if m.drop {
 			out.empty = true
 			return out, nil
@@ -288,6 +308,7 @@ func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 		out.batch = true
 		var msgs []rpcMessage
 		var elems [][]byte
+		ids := map[string]bool{} // the request ids of the batch, as sent
 		changed := false
 		for j := skipWS(body, i+1); body[j] != ']'; {
 			end := valueEnd(body, j)
@@ -295,9 +316,21 @@ func parseRPCBody(body []byte, version string) (rpcBody, *rpcFailure) {
 			if el[0] != '{' {
 				return rpcBody{}, invalid(nil, "a batch element is not an object")
 			}
+			if len(msgs) == MaxBatch {
+				return rpcBody{}, invalid(nil, "a batch holds at most %d messages", MaxBatch)
+			}
 			m, f := parseMessage(el)
 			if f != nil {
 				return rpcBody{}, f
+			}
+			if m.isCall {
+				// The library answers one request per id and runs the
+				// other anyway, its answer lost. Ids that differ as sent
+				// are different for it too (tokens are injective).
+				if ids[string(m.id)] {
+					return rpcBody{}, invalid(m.id, "the batch names request id %s twice", m.id)
+				}
+				ids[string(m.id)] = true
 			}
 			out.sessionFree = out.sessionFree || sessionFree(m.method)
 			out.tokens = out.tokens || m.tokenID

@@ -22,6 +22,7 @@ type metrics struct {
 	calls   *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	limits  prometheus.Counter
+	stalled prometheus.Counter
 	handler http.Handler
 }
 
@@ -36,6 +37,9 @@ func newMetrics(st Store) *metrics {
 	}, []string{"tool"})
 	m.limits = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "armory_limits_reached_total", Help: "Calls refused because a session cap was reached.",
+	})
+	m.stalled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "armory_stalled_writes_total", Help: "Long responses (tool calls, MCP and event streams) cut because a write to the client did not finish within the write timeout (a client that stopped reading).",
 	})
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "armory_pending_approvals", Help: "Open approval requests (pending or escalated), read from the store at scrape time.",
@@ -88,7 +92,7 @@ func newMetrics(st Store) *metrics {
 		}
 		return float64(max(0, h.Seq-ts.Written))
 	})
-	m.reg.MustRegister(m.calls, m.latency, m.limits, pending, sandboxRuns, sandboxCold, sandboxReady, trailWriter, trailBehind,
+	m.reg.MustRegister(m.calls, m.latency, m.limits, m.stalled, pending, sandboxRuns, sandboxCold, sandboxReady, trailWriter, trailBehind,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "armory_events_dropped_total",

@@ -101,3 +101,38 @@ func TestMCPSessionContinuesOnAnotherReplica(t *testing.T) {
 		t.Fatalf("a fresh session: %s", callText(res))
 	}
 }
+
+// TestRevokedTokenSessionOnAnotherReplica: two servers share one Postgres
+// database. A token opens an MCP session on the first; the token is
+// revoked through the second. The session is still open on the first, but
+// every request of it (a call, the event stream, DELETE) is refused there
+// at once with 401, and nothing runs.
+func TestRevokedTokenSessionOnAnotherReplica(t *testing.T) {
+	dsn := postgresSchema(t)
+	dir := testenv.ExampleWorld(t)
+	a := startReplica(t, dir, dsn)
+	b := startReplica(t, dir, dsn)
+	ctx := ctx30(t)
+	secret, tok, err := server.CreateToken(ctx, a.st, "architect", false, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const version = "2025-11-25"
+	ea := &env{t: t, url: a.url}
+	session := ea.openRawSession("architect", secret, version)
+	if err := b.st.RevokeToken(ctx, tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"POST", "GET", "DELETE"} {
+		body := ""
+		if m == "POST" {
+			body = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"workspace.write","arguments":{"path":"after-revoke.txt","content":"x"}}}`
+		}
+		if st, got, _ := ea.rpc(m, "architect", secret, version, session, body); st != http.StatusUnauthorized {
+			t.Errorf("%s on the first replica after revocation on the second: %d %.200s", m, st, got)
+		}
+	}
+	if recs, err := b.st.ListAudit(ctx, store.AuditFilter{Agent: "architect", Tool: "workspace.write"}); err != nil || len(recs) != 0 {
+		t.Errorf("a revoked token's call ran: %d records, %v", len(recs), err)
+	}
+}

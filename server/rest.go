@@ -28,18 +28,18 @@ func (s *Server) routes() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	mux.Handle("GET /metrics", s.admin(s.params(s.metrics.handler.ServeHTTP)))
-	mux.Handle("/agents/{id}/mcp", long(s.agentScoped(s.strictJSONRPC(s.mcpHTTP))))
+	mux.Handle("/agents/{id}/mcp", s.long(s.agentScoped(s.strictJSONRPC(s.mcpHTTP))))
 
 	mux.Handle("GET /api/agents", s.admin(s.params(s.handleAgents)))
 	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(s.params(s.handleTools, "long")))
 	mux.Handle("GET /api/agents/{id}/tools/brief", s.agentScoped(s.params(s.handleBrief)))
-	mux.Handle("POST /api/agents/{id}/calls", long(s.agentScoped(s.params(s.handleCall))))
+	mux.Handle("POST /api/agents/{id}/calls", s.long(s.agentScoped(s.params(s.handleCall))))
 	mux.Handle("GET /api/approvals", s.admin(s.params(s.handleApprovals, "status", "agent")))
 	mux.Handle("POST /api/approvals/{id}/approve", s.admin(s.params(s.decide(store.StatusApproved))))
 	mux.Handle("POST /api/approvals/{id}/deny", s.admin(s.params(s.decide(store.StatusDenied))))
 	mux.Handle("GET /api/audit", s.admin(s.params(s.handleAudit, auditParams...)))
 	mux.Handle("GET /api/audit/verify", s.admin(s.params(s.handleVerify)))
-	mux.Handle("GET /api/events", long(s.admin(s.params(s.handleEvents))))
+	mux.Handle("GET /api/events", s.long(s.admin(s.params(s.handleEvents))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
 		if ms := methodsOf(mux, r); len(ms) > 0 {

@@ -58,8 +58,10 @@ type Options struct {
 	// ReadTimeout bounds reading a whole request (default 30s).
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a response (default 30s). Tool calls (MCP
-	// and REST) and event streams are exempt: a call is bounded by its
-	// approval wait and the tool's own timeout, a stream by its client.
+	// and REST) and event streams are exempt as a whole (a call is bounded
+	// by its approval wait and the tool's own timeout, a stream by its
+	// client), but each of their writes must finish within WriteTimeout of
+	// its start: a client that stops reading has its response cut.
 	WriteTimeout time.Duration
 	// IdleTimeout bounds idle keep-alive connections (default 120s).
 	IdleTimeout time.Duration

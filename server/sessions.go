@@ -233,6 +233,16 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 			return
 		}
 		own := sessionOwner{agent: r.PathValue("id"), token: tok.ID}
+		if r.Method == http.MethodGet || listenRequest(r.Context()) {
+			// An event stream (a session's GET stream, a sessionless
+			// subscriptions/listen) lasts as long as its client keeps it:
+			// it ends at its first write after the token is revoked,
+			// instead of carrying that write.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			w = &tokenBound{ResponseWriter: w, valid: func() bool { return s.stillValid(ctx, tok) }, end: cancel}
+			r = r.WithContext(ctx)
+		}
 		if id := r.Header.Get(mcpSessionHeader); id != "" {
 			ms, ok := t.lookup(id)
 			if !ok || ms.owner != own {
@@ -244,6 +254,18 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 				return
 			}
 			w.Header().Set(SessionHeader, ms.caps)
+			next.ServeHTTP(w, r)
+			return
+		}
+		if listenRequest(r.Context()) {
+			// A sessionless subscriptions/listen lasts as long as its
+			// client keeps it, as a session does: it counts as one
+			// while it is open.
+			if err := t.reserve(own); err != nil {
+				s.writeRPCError(w, r, httpStatus(armory.KindOf(err)), codeSessionLimit, err)
+				return
+			}
+			defer t.release(own)
 			next.ServeHTTP(w, r)
 			return
 		}
