@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
@@ -313,8 +314,10 @@ func TestPermissionLevels(t *testing.T) {
 	}
 }
 
-// TestSessionNameBounded: a session name over MaxSessionBytes (or not
-// UTF-8) is refused before it reaches the store, and is recorded cut.
+// TestSessionNameBounded: a session name over MaxSessionBytes, not UTF-8
+// or holding a control character (an escape sequence for the terminals
+// that show it) is refused before it reaches the store, and is recorded
+// cut, without the control characters.
 func TestSessionNameBounded(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -326,6 +329,9 @@ func TestSessionNameBounded(t *testing.T) {
 		{"over the limit", strings.Repeat("s", MaxSessionBytes+1), false},
 		{"60 KB", strings.Repeat("x", 60<<10), false},
 		{"not UTF-8", "run-\xff", false},
+		{"an escape sequence", "run-\x1b[2J", false},
+		{"a newline", "run\nforged line", false},
+		{"a C1 control", "run-\u009b31m", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := f.p.Execute(ctx, Call{Agent: "ops", Tool: "test.noop", Session: tc.session, Args: json.RawMessage(`{}`)})
@@ -335,7 +341,7 @@ func TestSessionNameBounded(t *testing.T) {
 			if tc.ok {
 				return
 			}
-			if o.Kind != armory.KindInvalid || !strings.Contains(o.Result, "the limit is 256 bytes") {
+			if o.Kind != armory.KindInvalid || !strings.Contains(o.Result, "the limit is 256 bytes") && !strings.Contains(o.Result, "control character") {
 				t.Fatalf("refusal: %+v", o)
 			}
 			recs, err := f.st.ListAudit(ctx, store.AuditFilter{CallID: o.CallID})
@@ -344,6 +350,9 @@ func TestSessionNameBounded(t *testing.T) {
 			}
 			if len(recs[0].Session) > MaxSessionBytes {
 				t.Fatalf("audit record keeps a %d-byte session", len(recs[0].Session))
+			}
+			if strings.IndexFunc(recs[0].Session, unicode.IsControl) >= 0 {
+				t.Fatalf("audit record keeps a control character: %q", recs[0].Session)
 			}
 			if n, err := f.st.Counters(ctx, tc.session); err != nil || len(n) != 0 {
 				t.Fatalf("counters of the refused session: %v %v", n, err)

@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -40,6 +41,20 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		msg := fmt.Sprintf("the session name is %d bytes; the limit is %d bytes of UTF-8", n, MaxSessionBytes)
 		s.stage("lookup", "error", msg)
 		return refuse(audit.StatusError, armory.KindInvalid, "Invalid session: %s. Use a shorter session name.", msg)
+	}
+	if i := strings.IndexFunc(s.c.Session, unicode.IsControl); i >= 0 {
+		// A control character (an escape sequence) would reach terminals
+		// that show the session (armory audit, session show) as it is.
+		r, _ := utf8.DecodeRuneInString(s.c.Session[i:])
+		s.c.Session = strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) {
+				return '\uFFFD'
+			}
+			return r
+		}, s.c.Session)
+		msg := fmt.Sprintf("the session name holds the control character U+%04X", r)
+		s.stage("lookup", "error", msg)
+		return refuse(audit.StatusError, armory.KindInvalid, "Invalid session: %s. Use letters, digits and punctuation.", msg)
 	}
 	ag, err := p.h.Agent(s.c.Agent)
 	if err != nil {
