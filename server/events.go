@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/pipeline"
 )
 
@@ -21,6 +22,10 @@ type hub struct {
 	closed bool
 }
 
+// MaxEventStreams bounds the /api/events streams open at once on one
+// server (each holds a goroutine and an EventBuffer of events).
+const MaxEventStreams = 64
+
 type subscriber struct {
 	ch   chan []byte
 	gone chan struct{} // closed when dropped or at shutdown
@@ -28,15 +33,18 @@ type subscriber struct {
 
 func newHub(size int) *hub { return &hub{subs: map[*subscriber]struct{}{}, size: size} }
 
-func (h *hub) subscribe() (*subscriber, bool) {
+func (h *hub) subscribe() (*subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return nil, false
+		return nil, armory.E("events", armory.KindUnavailable, "the server is shutting down")
+	}
+	if len(h.subs) >= MaxEventStreams {
+		return nil, armory.E("events", armory.KindBlocked, fmt.Sprintf("too many event streams: %d are open, the limit is %d; close one you no longer read", len(h.subs), MaxEventStreams))
 	}
 	sub := &subscriber{ch: make(chan []byte, h.size), gone: make(chan struct{})}
 	h.subs[sub] = struct{}{}
-	return sub, true
+	return sub, nil
 }
 
 func (h *hub) unsubscribe(sub *subscriber) {
@@ -92,9 +100,9 @@ func (h *hub) count() int {
 // falls behind, its token is revoked, or the server shuts down. A comment line every 15s keeps
 // proxies from closing an idle stream.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	sub, ok := s.events.subscribe()
-	if !ok {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+	sub, err := s.events.subscribe()
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	defer s.events.unsubscribe(sub)

@@ -41,7 +41,7 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 	default:
 		t.Fatal("close did not end the streams")
 	}
-	if _, ok := h.subscribe(); ok {
+	if _, err := h.subscribe(); err == nil {
 		t.Fatal("subscribed after close")
 	}
 	h.publish(pipeline.Event{Kind: "x"}) // no subscribers, no panic

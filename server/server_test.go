@@ -979,3 +979,46 @@ func TestNewRefusesAnEngineWithoutPipeline(t *testing.T) {
 		t.Fatalf("New over an engine without pipeline: %v", err)
 	}
 }
+
+// The event streams open at once are bounded: past MaxEventStreams the
+// next is refused with a readable error, and closing one makes room.
+func TestEventStreamsBounded(t *testing.T) {
+	e := start(t, server.Options{})
+	streams := make([]*sse, server.MaxEventStreams)
+	for i := range streams {
+		streams[i] = e.events(e.admin)
+	}
+	// open opens one more stream and returns its status and the start of
+	// its body (a stream that opened is closed at once).
+	open := func() (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a timing check
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/events", nil)
+		req.Header.Set("Authorization", "Bearer "+e.admin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == 200 {
+			return 200, ""
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, string(b)
+	}
+	if status, body := open(); status != 403 || !strings.Contains(body, "too many event streams") || !strings.Contains(body, `"blocked"`) {
+		t.Fatalf("stream %d: %d %s", server.MaxEventStreams+1, status, body)
+	}
+	streams[0].cancel()
+	<-streams[0].done
+	deadline := time.Now().Add(time.Minute) // a bound, not a timing check
+	for {
+		if code, _ := open(); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no room after a stream closed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
