@@ -159,7 +159,7 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 		if e.p, err = pipeline.New(e.roster, popts); err != nil {
 			return nil, err
 		}
-		e.relay.start(e.st, e.events.peer)
+		e.relay.start(e.st)
 	}
 	return e, nil
 }

@@ -329,12 +329,7 @@ func TestGivenStoreAndSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []pipeline.Event
-	unsub := e.Subscribe(func(ev pipeline.Event, peer bool) {
-		if peer {
-			t.Errorf("an event of this engine came as a peer's: %+v", ev)
-		}
-		got = append(got, ev)
-	})
+	unsub := e.Subscribe(func(ev pipeline.Event) { got = append(got, ev) })
 	// workspace.delete is at level confirm in the example world: the call
 	// asks for an approval and says so as an event, then finishes pending.
 	o := e.Pipeline().Execute(ctx, pipeline.Call{Agent: "architect", Tool: "workspace.delete", Args: json.RawMessage(`{"path":"x"}`)})
@@ -357,8 +352,9 @@ func TestGivenStoreAndSubscribe(t *testing.T) {
 // Two engines on one database are two processes of one system: an
 // approval that one asks for and the other decides (a human's `armory
 // approvals approve`, which closes right after) shows on both as events:
-// each engine's own events once as its own, the other's as a peer's. On
-// SQLite (the world's own file) as on Postgres.
+// each engine's own events to its Subscribe, never as a peer's; the
+// other's to its SubscribePeers. On SQLite (the world's own file) as on
+// Postgres.
 func TestEventsCrossProcesses(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) { testEventsCrossProcesses(t, "") })
 	t.Run("postgres", func(t *testing.T) { testEventsCrossProcesses(t, testenv.PostgresSchema(t)) })
@@ -377,7 +373,8 @@ func testEventsCrossProcesses(t *testing.T, dsn string) {
 		peer bool
 	}
 	evs := make(chan got, 64)
-	defer srv.Subscribe(func(ev pipeline.Event, peer bool) { evs <- got{ev, peer} })()
+	defer srv.Subscribe(func(ev pipeline.Event) { evs <- got{ev, false} })()
+	defer srv.SubscribePeers(func(ev pipeline.Event) { evs <- got{ev, true} })()
 	o := srv.Pipeline().Execute(ctx, pipeline.Call{Agent: "architect", Tool: "workspace.delete", Args: json.RawMessage(`{"path":"x"}`)})
 	if o.ApprovalID == "" {
 		t.Fatalf("no approval: %+v", o)

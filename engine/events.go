@@ -16,25 +16,32 @@ import (
 // and, through the store (store.Events), to every other process on the same
 // database: another replica of `armory serve`, or the server a human's
 // `armory approvals approve` should show its decision on. Those processes'
-// engines hand it to their own subscribers as a peer's event. The store
+// engines hand it to their peer subscribers (SubscribePeers). The store
 // decides how events cross processes: Postgres passes them over
-// LISTEN/NOTIFY, SQLite through a second file beside its own. Delivery is best effort, as the store's contract says: the store's
-// approvals and audit records are the truth, events only show them as they
-// happen.
+// LISTEN/NOTIFY, SQLite through a second file beside its own. Delivery is
+// best effort, as the store's contract says: the store's approvals and
+// audit records are the truth, events only show them as they happen.
 
-// Subscribe calls f with every event of this engine's pipeline (peer
-// false) and every event another process on the same store published (peer
-// true), until the returned func is called. f must not block. Safe for
-// concurrent use.
-func (e *Engine) Subscribe(f func(ev pipeline.Event, peer bool)) (unsubscribe func()) {
-	e.relay.listen()
+// Subscribe calls f with every event of this engine's pipeline until the
+// returned func is called. f must not block. Safe for concurrent use.
+func (e *Engine) Subscribe(f func(pipeline.Event)) (unsubscribe func()) {
 	return e.events.add(f)
+}
+
+// SubscribePeers calls f with every event another process on the same
+// store published (another replica's, a CLI command's), until the returned
+// func is called. The engine listens to the store only while it has such a
+// subscriber: a process whose events nobody here shows (armory mcp) listens
+// to nothing, and a SQLite store writes events only while some process
+// listens. f must not block. Safe for concurrent use.
+func (e *Engine) SubscribePeers(f func(pipeline.Event)) (unsubscribe func()) {
+	return e.relay.subscribe(f)
 }
 
 // emit is the pipeline's OnEvent: this process's subscribers first, then
 // the other processes.
 func (e *Engine) emit(ev pipeline.Event) {
-	e.events.emit(ev, false)
+	e.events.emit(ev)
 	e.relay.publish(ev)
 }
 
@@ -52,46 +59,61 @@ type relayed struct {
 }
 
 // relay passes the engine's events to the other processes on its store
-// and theirs to the engine. The zero relay passes nothing.
+// and theirs to its peer subscribers. The zero relay passes nothing.
 type relay struct {
-	origin  string
-	bus     store.Events
-	deliver func(pipeline.Event)
+	origin string
+	bus    store.Events
 
 	mu       sync.Mutex
-	listened bool
-	unlisten func()
+	peers    hooks
+	n        int    // peer subscribers
+	closed   bool   // Close ran: listen no more
+	unlisten func() // the store subscription, while n > 0
 }
 
-// start publishes on bus from now on; listen will hand the other
-// processes' events to deliver.
-func (r *relay) start(bus store.Events, deliver func(pipeline.Event)) {
+// start publishes on bus from now on, and lets peer subscribers listen.
+func (r *relay) start(bus store.Events) {
 	if bus == nil {
 		return
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	r.origin = hex.EncodeToString(b[:])
-	r.bus, r.deliver = bus, deliver
+	r.bus = bus
 }
 
-// listen subscribes to the other processes' events, once: when the engine
-// gets its first subscriber, so that a command nobody watches (armory
-// call) listens to nothing.
-func (r *relay) listen() {
+// subscribe adds a peer subscriber, listening to the store if it is the
+// first.
+func (r *relay) subscribe(f func(pipeline.Event)) func() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.bus == nil || r.listened {
+	remove := r.peers.add(f)
+	r.n++
+	if r.n == 1 && r.bus != nil && !r.closed {
+		r.unlisten = r.bus.SubscribeEvents(r.fromPeer)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			remove()
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.n--; r.n == 0 && r.unlisten != nil {
+				r.unlisten()
+				r.unlisten = nil
+			}
+		})
+	}
+}
+
+// fromPeer hands an event the store delivered to the peer subscribers,
+// unless this engine published it.
+func (r *relay) fromPeer(payload []byte) {
+	var m relayed
+	if json.Unmarshal(payload, &m) != nil || m.Origin == "" || m.Origin == r.origin {
 		return
 	}
-	r.listened = true
-	r.unlisten = r.bus.SubscribeEvents(func(payload []byte) {
-		var m relayed
-		if json.Unmarshal(payload, &m) != nil || m.Origin == "" || m.Origin == r.origin {
-			return
-		}
-		r.deliver(m.Event)
-	})
+	r.peers.emit(m.Event)
 }
 
 // publish sends ev to the other processes, without waiting.
@@ -112,27 +134,27 @@ func (r *relay) publish(ev pipeline.Event) {
 func (r *relay) stop() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.listened = true // no listening after Close
+	r.closed = true
 	if r.unlisten != nil {
 		r.unlisten()
 		r.unlisten = nil
 	}
 }
 
-// hooks is the engine's list of event subscribers, read on every event
-// without a lock held while calling them.
+// hooks is a list of event subscribers, read on every event without a
+// lock held while calling them.
 type hooks struct {
 	mu   sync.Mutex
 	next int
-	fs   map[int]func(pipeline.Event, bool)
-	snap []func(pipeline.Event, bool) // the current subscribers, rebuilt on change
+	fs   map[int]func(pipeline.Event)
+	snap []func(pipeline.Event) // the current subscribers, rebuilt on change
 }
 
-func (h *hooks) add(f func(pipeline.Event, bool)) func() {
+func (h *hooks) add(f func(pipeline.Event)) func() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.fs == nil {
-		h.fs = map[int]func(pipeline.Event, bool){}
+		h.fs = map[int]func(pipeline.Event){}
 	}
 	id := h.next
 	h.next++
@@ -150,7 +172,7 @@ func (h *hooks) add(f func(pipeline.Event, bool)) func() {
 }
 
 func (h *hooks) rebuild() {
-	snap := make([]func(pipeline.Event, bool), 0, len(h.fs))
+	snap := make([]func(pipeline.Event), 0, len(h.fs))
 	for i := 0; i < h.next; i++ {
 		if f, ok := h.fs[i]; ok {
 			snap = append(snap, f)
@@ -159,14 +181,11 @@ func (h *hooks) rebuild() {
 	h.snap = snap
 }
 
-func (h *hooks) emit(ev pipeline.Event, peer bool) {
+func (h *hooks) emit(ev pipeline.Event) {
 	h.mu.Lock()
 	snap := h.snap
 	h.mu.Unlock()
 	for _, f := range snap {
-		f(ev, peer)
+		f(ev)
 	}
 }
-
-// peer delivers another process's event.
-func (h *hooks) peer(ev pipeline.Event) { h.emit(ev, true) }

@@ -96,6 +96,39 @@ func (h *hub) count() int {
 	return len(h.subs)
 }
 
+// peerWatch holds the engine's subscription to the other processes'
+// events (engine.Engine.SubscribePeers) while at least one /api/events
+// stream is open, so that a server nobody watches (armory mcp, or serve
+// with no console) listens to nothing.
+type peerWatch struct {
+	subscribe func(func(pipeline.Event)) func()
+
+	mu   sync.Mutex
+	n    int
+	stop func()
+}
+
+// hold counts one stream; the first subscribes, publishing peers' events to
+// h. The returned func releases it; the last unsubscribes.
+func (w *peerWatch) hold(h *hub) (release func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.n++; w.n == 1 && w.subscribe != nil {
+		w.stop = w.subscribe(h.publish)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if w.n--; w.n == 0 && w.stop != nil {
+				w.stop()
+				w.stop = nil
+			}
+		})
+	}
+}
+
 // handleEvents streams events as Server-Sent Events until the client goes,
 // falls behind, its token is revoked, or the server shuts down. A comment line every 15s keeps
 // proxies from closing an idle stream.
@@ -106,6 +139,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.events.unsubscribe(sub)
+	defer s.peers.hold(s.events)()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")

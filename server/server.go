@@ -143,6 +143,7 @@ type Server struct {
 	mcpHTTP    http.Handler
 	sessions   *sessionTable
 	events     *hub
+	peers      peerWatch // the other processes' events, while events has a stream
 	tokens     *tokenCache
 	metrics    *metrics
 	calls      tracker
@@ -175,6 +176,7 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.unwatch = append(s.unwatch, e.Subscribe(s.onEvent))
+	s.peers.subscribe = e.SubscribePeers
 	if err := s.buildMCP(); err != nil {
 		s.Close()
 		return nil, err
@@ -279,12 +281,10 @@ func (t *tracker) wait(d time.Duration) bool {
 	return true
 }
 
-// onEvent receives the engine's events: this process's pipeline's, and
-// (peer) those of the other processes on the same store, which the engine
-// relays (another replica's, a CLI's approval decision). Both stream to
-// this replica's event clients; only this process's count in its metrics.
-func (s *Server) onEvent(e pipeline.Event, peer bool) {
-	if e.Kind == pipeline.EventLimitReached && !peer {
+// onEvent receives this process's pipeline's events: they count in its
+// metrics and stream to its event clients.
+func (s *Server) onEvent(e pipeline.Event) {
+	if e.Kind == pipeline.EventLimitReached {
 		s.metrics.limits.Inc()
 	}
 	s.events.publish(e)

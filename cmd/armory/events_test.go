@@ -3,7 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"net/http"
 	"strings"
 	"sync"
@@ -84,6 +89,14 @@ func TestCLIEventsReachTheServer(t *testing.T) {
 	w := initWorld(t)
 	env := []string{"ARMORY_WORLD=" + w}
 	s := startServe(t, w)
+	// Nobody watches the server's events yet: it listens to no other
+	// process, so a CLI call beside it writes no event anywhere.
+	if r := armoryCmd(t, env, "call", "architect", "workspace.list", "--args", `{}`); r.code != 0 {
+		t.Fatalf("call: %+v", r)
+	}
+	if n := eventRows(t, filepath.Join(w, ".armory", "armory.db-events")); n != 0 {
+		t.Fatalf("%d events written while no process listened", n)
+	}
 	ev := streamEvents(t, s.url, s.admin)
 
 	r := armoryCmd(t, env, "call", "architect", "workspace.delete", "--args", `{"path":"notes.txt"}`)
@@ -118,4 +131,23 @@ func TestCLIEventsReachTheServer(t *testing.T) {
 		t.Errorf("the approval request streamed %d times", n)
 	}
 	s.stop(t)
+}
+
+// eventRows counts the events in a SQLite events file (0 when there is
+// none yet).
+func eventRows(t *testing.T, path string) int {
+	t.Helper()
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
