@@ -278,7 +278,7 @@ func TestUnnamedSessionIdles(t *testing.T) {
 		t.Fatalf("explicit default: %+v", o)
 	}
 	// A second pipeline on the same store (another process) agrees.
-	p2, err := New(f.p.Host(), Options{Store: f.st, Now: f.clock})
+	p2, err := New(f.p.Roster(), Options{Store: f.st, Now: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package guard is Armory's one enforcement path. Every tool call, from
+// Package pipeline is Armory's one enforcement path. Every tool call, from
 // every surface (library, CLI, MCP, REST), goes through Pipeline.Execute,
 // whose stages run in this order, each returning a decision with reasons:
 //
@@ -63,7 +63,7 @@ type Options struct {
 	Holder string
 }
 
-// Pipeline runs calls for the agents of one host. Safe for concurrent use.
+// Pipeline runs calls for the agents of one roster. Safe for concurrent use.
 type Pipeline struct {
 	h    *roster.Roster
 	st   Store
@@ -71,7 +71,7 @@ type Pipeline struct {
 
 	schemas sync.Map // tool name → *compiledSchema
 	unnamed sync.Map // agent → defaultGen (sessions.go)
-	// pipeTools implement the host's pipeline tools (roster.PipelineTool),
+	// pipeTools implement the roster's pipeline tools (roster.PipelineTool),
 	// by name.
 	pipeTools map[string]armory.Tool
 	// capped is the sessions whose last effect-free call admitted after it
@@ -114,7 +114,7 @@ func (c *cappedSessions) set(sess string, capped bool) {
 	}
 }
 
-// New builds the pipeline for h. It implements the tools the host declares
+// New builds the pipeline for h. It implements the tools the roster declares
 // as pipeline tools (roster.PipelineTools: approval.list and approval.decide
 // of approval agents).
 func New(h *roster.Roster, opts Options) (*Pipeline, error) {
@@ -144,8 +144,8 @@ func New(h *roster.Roster, opts Options) (*Pipeline, error) {
 	return p, nil
 }
 
-// Host returns the pipeline's host.
-func (p *Pipeline) Host() *roster.Roster { return p.h }
+// Roster returns the world and agents the pipeline runs calls for.
+func (p *Pipeline) Roster() *roster.Roster { return p.h }
 
 // Store returns the pipeline's store.
 func (p *Pipeline) Store() Store { return p.st }

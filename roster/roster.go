@@ -1,10 +1,10 @@
-// Package host loads a world and hosts its agents: it gathers every tool the
+// Package roster loads a world and lists its agents: it gathers every tool the
 // world defines (built-ins and toolboxes) into one catalog, checks which
 // requirements are met, resolves each agent's access policy and builds each
 // agent's registry, once, when the world loads.
 //
-// Host is the one place where world files, policy and tools meet; the
-// guarded pipeline and every surface (CLI, MCP, REST) work from a Host.
+// Roster is the one place where world files, policy and tools meet; the
+// guarded pipeline and every surface (CLI, MCP, REST) work from a Roster.
 package roster
 
 import (
@@ -112,7 +112,7 @@ func Open(dir string, opts Options) (*Roster, error) {
 }
 
 // New builds every agent's registry for the world w that world.Load
-// returned (a caller that needs the world before the host, to start its
+// returned (a caller that needs the world before the roster, to start its
 // upstream servers, loads it once and passes it here). Errors as Open's.
 func New(w *world.World, opts Options) (*Roster, error) {
 	if opts.Builtins == nil {

@@ -132,7 +132,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Server serves one host's agents. It is safe for concurrent use.
+// Server serves one world's agents. It is safe for concurrent use.
 type Server struct {
 	p    *pipeline.Pipeline
 	h    *roster.Roster
@@ -185,7 +185,7 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close detaches the server from its host's registries and the engine's
+// Close detaches the server from its roster's registries and the engine's
 // events: tools registered or removed later no longer change its MCP tool
 // lists. It does not stop
 // Serve (cancel its context) and may be called more than once.

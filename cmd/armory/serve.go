@@ -71,8 +71,8 @@ func (a *app) serveCmd() *cobra.Command {
 			if host, _, _ := net.SplitHostPort(opts.Addr); !isLoopback(host) {
 				log.Warn("listening on a non-loopback address: put TLS in front of it", "addr", ln.Addr().String())
 			}
-			fmt.Fprintf(a.stderr, "armory: listening on http://%s (world %q, %s)\n", ln.Addr(), srv.Pipeline().Host().World.Name, count(len(srv.Pipeline().Host().Agents()), "agent"))
-			a.printConnect(ln.Addr().String(), srv.Pipeline().Host())
+			fmt.Fprintf(a.stderr, "armory: listening on http://%s (world %q, %s)\n", ln.Addr(), srv.Pipeline().Roster().World.Name, count(len(srv.Pipeline().Roster().Agents()), "agent"))
+			a.printConnect(ln.Addr().String(), srv.Pipeline().Roster())
 			return srv.Serve(ctx, ln)
 		},
 	}

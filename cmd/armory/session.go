@@ -101,8 +101,8 @@ func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, 
 		return "", nil, err
 	}
 	st := a.eng.Store() // the whole store: extend and reset write the session
-	ag := sessionAgent(ctx, p.Host(), st, arg)
-	if err := knownSession(ctx, p.Host(), st, ag, arg); err != nil {
+	ag := sessionAgent(ctx, p.Roster(), st, arg)
+	if err := knownSession(ctx, p.Roster(), st, ag, arg); err != nil {
 		return "", nil, err
 	}
 	id, err := resolveSessionArg(ctx, p, ag, arg)

@@ -94,7 +94,7 @@ func timeOrNil(t time.Time) any {
 // session's overrides), its counters, start, last activity and state, and
 // for an agent's unnamed session its earlier generations.
 func sessionShow(ctx context.Context, p *pipeline.Pipeline, arg string) (map[string]any, error) {
-	h, st := p.Host(), p.Store()
+	h, st := p.Roster(), p.Store()
 	ag := sessionAgent(ctx, h, st, arg)
 	if err := knownSession(ctx, h, st, ag, arg); err != nil {
 		return nil, err
