@@ -525,7 +525,7 @@ func (h *Roster) Explain(id, tool string) (Explanation, error) {
 	return Explanation{Agent: id, Tool: tool, Visible: d.Visible, Public: d.Public, Reasons: d.Reasons}, nil
 }
 
-// Policies returns the toolkit policy texts in world order.
+// ToolkitPrompts returns the toolkit policy texts in world order.
 func (h *Roster) ToolkitPrompts() []registry.ToolkitPrompt {
 	var out []registry.ToolkitPrompt
 	for _, k := range h.Toolkits.All() {
