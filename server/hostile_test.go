@@ -41,16 +41,7 @@ func (e *env) stream(path, token string, hdr ...string) *rawStream {
 func (e *env) streamReq(method, path, token, body string, hdr ...string) *rawStream {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequestWithContext(ctx, method, e.url+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(e.request(ctx, method, path, token, body, hdr...))
 	if err != nil {
 		cancel()
 		e.t.Fatal(err)
@@ -521,23 +512,7 @@ func TestListenStreamsBounded(t *testing.T) {
 		t.Errorf("armory_mcp_sessions %s with three listen streams", n)
 	}
 	refused := func() (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/agents/architect/mcp", strings.NewReader(listenBody))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		for i := 0; i+1 < len(listenHeaders); i += 2 {
-			req.Header.Set(listenHeaders[i], listenHeaders[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode == 200 {
-			return 200, ""
-		}
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return e.openStream("POST", "/agents/architect/mcp", tok, listenBody, listenHeaders...)
 	}
 	if st, body := refused(); st != http.StatusForbidden || decodeRPCErr(t, body).Error.Code != -32002 {
 		t.Fatalf("a fourth listen stream: %d %s", st, body)

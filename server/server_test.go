@@ -988,24 +988,7 @@ func TestEventStreamsBounded(t *testing.T) {
 	for i := range streams {
 		streams[i] = e.events(e.admin)
 	}
-	// open opens one more stream and returns its status and the start of
-	// its body (a stream that opened is closed at once).
-	open := func() (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a timing check
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/api/events", nil)
-		req.Header.Set("Authorization", "Bearer "+e.admin)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode == 200 {
-			return 200, ""
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return resp.StatusCode, string(b)
-	}
+	open := func() (int, string) { return e.openStream("GET", "/api/events", e.admin, "") }
 	if status, body := open(); status != 403 || !strings.Contains(body, "too many event streams") || !strings.Contains(body, `"blocked"`) {
 		t.Fatalf("stream %d: %d %s", server.MaxEventStreams+1, status, body)
 	}
@@ -1021,4 +1004,41 @@ func TestEventStreamsBounded(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// openStream sends a request that may start a stream (bounded by a
+// minute) and returns its status and, unless it is 200, the start of its
+// body; a stream that opened is closed at once. headers are name, value
+// pairs.
+func (e *env) openStream(method, path, token, body string, headers ...string) (int, string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a bound, not a timing check
+	defer cancel()
+	resp, err := http.DefaultClient.Do(e.request(ctx, method, path, token, body, headers...))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == 200 {
+		return 200, ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(b)
+}
+
+// request is a request to the server with a bearer token (when not empty),
+// a body (when not empty) and headers given as name, value pairs.
+func (e *env) request(ctx context.Context, method, path, token, body string, headers ...string) *http.Request {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequestWithContext(ctx, method, e.url+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	return req
 }

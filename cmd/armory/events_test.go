@@ -3,18 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
-	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 )
 
@@ -94,7 +91,7 @@ func TestCLIEventsReachTheServer(t *testing.T) {
 	if r := armoryCmd(t, env, "call", "architect", "workspace.list", "--args", `{}`); r.code != 0 {
 		t.Fatalf("call: %+v", r)
 	}
-	if n := eventRows(t, filepath.Join(w, ".armory", "armory.db-events")); n != 0 {
+	if n := testenv.SQLiteRows(t, filepath.Join(w, ".armory", "armory.db-events"), "events"); n != 0 {
 		t.Fatalf("%d events written while no process listened", n)
 	}
 	ev := streamEvents(t, s.url, s.admin)
@@ -131,23 +128,4 @@ func TestCLIEventsReachTheServer(t *testing.T) {
 		t.Errorf("the approval request streamed %d times", n)
 	}
 	s.stop(t)
-}
-
-// eventRows counts the events in a SQLite events file (0 when there is
-// none yet).
-func eventRows(t *testing.T, path string) int {
-	t.Helper()
-	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-		return 0
-	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/store/sqlite"
 )
 
@@ -24,7 +25,7 @@ func TestEventsOnlyWhileAnotherStoreListens(t *testing.T) {
 	if a.PublishEvent([]byte("alone")) {
 		t.Fatal("a lone Store published an event nobody else can get")
 	}
-	if n := countEvents(t, path); n != 0 {
+	if n := testenv.SQLiteRows(t, path+"-events", "events"); n != 0 {
 		t.Fatalf("%d events written with no other listener", n)
 	}
 
@@ -60,20 +61,6 @@ func eventually(t *testing.T, what string, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func countEvents(t *testing.T, path string) int {
-	t.Helper()
-	db, err := sql.Open("sqlite", path+"-events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM events`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
 }
 
 // The events file stays bounded however events were written: a listener
