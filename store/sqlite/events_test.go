@@ -111,3 +111,65 @@ func TestEventsFilePruned(t *testing.T) {
 		t.Fatalf("after pruning: %d events (%d older than a minute), want 10000 and 0", n, oldest)
 	}
 }
+
+// A local writer of the events file cannot make a subscriber read or hand
+// on more than MaxEventPayload bytes an event: rows holding a larger
+// payload (as a blob or as text) or a payload that is not a blob are
+// skipped, and the events after them still arrive.
+func TestEventsFileHostileRowsSkipped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "armory.db")
+	a, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	got := make(chan []byte, 64)
+	defer a.SubscribeEvents(func(p []byte) { got <- p })()
+	db, err := sql.Open("sqlite", path+"-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now().UnixNano()
+	big := make([]byte, 4<<20)
+	if _, err := db.Exec(`INSERT INTO events (at, payload) VALUES (?, ?), (?, ?), (?, ?), (?, 12345), (?, ?)`,
+		now, big, now, string(big), now, "a text, not a blob", now, now, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(time.Minute) // a bound, not a timing check
+	for {
+		select {
+		case p := <-got:
+			if string(p) == "ok" {
+				return
+			}
+			t.Fatalf("the subscriber got a bogus row's payload (%d bytes)", len(p))
+		case <-deadline:
+			t.Fatal("the event after the bogus rows never arrived")
+		}
+	}
+}
+
+// A listener row marked alive in the future (a local writer, or a clock
+// that jumped back) does not count as a listener: a Store with no real
+// listener beside it writes no events that nobody would read or prune.
+func TestEventsFutureListenerIgnored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "armory.db")
+	a, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.SubscribeEvents(func([]byte) {})() // creates the events file
+	db, err := sql.Open("sqlite", path+"-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO listeners (id, seen) VALUES ('ghost', ?)`, time.Now().Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if a.PublishEvent([]byte("to nobody")) {
+		t.Fatal("a Store published to a listener marked alive an hour from now")
+	}
+}
