@@ -80,18 +80,7 @@ func countEvents(t *testing.T, path string) int {
 // prunes events older than a minute (and all but the last 10,000) when it
 // marks itself alive, which it does when it starts listening.
 func TestEventsFilePruned(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "armory.db")
-	a, err := sqlite.OpenWith(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.SubscribeEvents(func([]byte) {})() // creates the events file
-	db, err := sql.Open("sqlite", path+"-events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	path, _, db := withEventsFile(t)
 	old := time.Now().Add(-2 * time.Minute).UnixNano()
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 12000)
 		INSERT INTO events (at, payload) SELECT CASE WHEN i <= 100 THEN ? ELSE ? END, 'x' FROM n`, old, time.Now().UnixNano()); err != nil {
@@ -117,19 +106,9 @@ func TestEventsFilePruned(t *testing.T) {
 // payload (as a blob or as text) or a payload that is not a blob are
 // skipped, and the events after them still arrive.
 func TestEventsFileHostileRowsSkipped(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "armory.db")
-	a, err := sqlite.OpenWith(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	_, a, db := withEventsFile(t)
 	got := make(chan []byte, 64)
 	defer a.SubscribeEvents(func(p []byte) { got <- p })()
-	db, err := sql.Open("sqlite", path+"-events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	now := time.Now().UnixNano()
 	big := make([]byte, 4<<20)
 	if _, err := db.Exec(`INSERT INTO events (at, payload) VALUES (?, ?), (?, ?), (?, ?), (?, 12345), (?, ?)`,
@@ -154,22 +133,30 @@ func TestEventsFileHostileRowsSkipped(t *testing.T) {
 // that jumped back) does not count as a listener: a Store with no real
 // listener beside it writes no events that nobody would read or prune.
 func TestEventsFutureListenerIgnored(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "armory.db")
-	a, err := sqlite.OpenWith(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.SubscribeEvents(func([]byte) {})() // creates the events file
-	db, err := sql.Open("sqlite", path+"-events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	_, a, db := withEventsFile(t)
 	if _, err := db.Exec(`INSERT INTO listeners (id, seen) VALUES ('ghost', ?)`, time.Now().Add(time.Hour).UnixNano()); err != nil {
 		t.Fatal(err)
 	}
 	if a.PublishEvent([]byte("to nobody")) {
 		t.Fatal("a Store published to a listener marked alive an hour from now")
 	}
+}
+
+// withEventsFile opens a Store on a new database, has it create its events
+// file, and opens that file directly, as another local writer would.
+func withEventsFile(t *testing.T) (path string, s *sqlite.Store, events *sql.DB) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "armory.db")
+	s, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.SubscribeEvents(func([]byte) {})() // creates the events file
+	events, err = sql.Open("sqlite", path+"-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { events.Close() })
+	return path, s, events
 }
