@@ -107,13 +107,19 @@ func (r *relay) subscribe(f func(pipeline.Event)) func() {
 }
 
 // fromPeer hands an event the store delivered to the peer subscribers,
-// unless this engine published it.
+// unless this engine published it. A payload is input from whoever can
+// write to the store's event channel: an event of a kind the pipeline does
+// not raise is dropped (its kind is written as it is into the server's
+// Server-Sent Events, where a newline would frame an event of its own).
 func (r *relay) fromPeer(payload []byte) {
 	var m relayed
 	if json.Unmarshal(payload, &m) != nil || m.Origin == "" || m.Origin == r.origin {
 		return
 	}
-	r.peers.emit(m.Event)
+	switch m.Event.Kind {
+	case pipeline.EventApprovalRequested, pipeline.EventApprovalDecided, pipeline.EventLimitReached, pipeline.EventCallFinished:
+		r.peers.emit(m.Event)
+	}
 }
 
 // publish sends ev to the other processes, without waiting.

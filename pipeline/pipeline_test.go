@@ -332,6 +332,9 @@ func TestSessionNameBounded(t *testing.T) {
 		{"an escape sequence", "run-\x1b[2J", false},
 		{"a newline", "run\nforged line", false},
 		{"a C1 control", "run-\u009b31m", false},
+		{"an escape sequence, not UTF-8", "run-\x1b[2J\xff", false},
+		{"an escape sequence, over the limit", "\x1b[2J" + strings.Repeat("s", MaxSessionBytes), false},
+		{"control characters only", strings.Repeat("\a", MaxSessionBytes), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := f.p.Execute(ctx, Call{Agent: "ops", Tool: "test.noop", Session: tc.session, Args: json.RawMessage(`{}`)})

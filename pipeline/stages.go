@@ -32,12 +32,25 @@ const MaxArgsBytes = 1 << 20
 // X-Armory-Session, _meta, the REST session field, --session).
 const MaxSessionBytes = 256
 
+// recordableSession is a refused session name as its audit record keeps
+// it: valid UTF-8 without control characters (each replaced by U+FFFD),
+// cut to MaxSessionBytes.
+func recordableSession(name string) string {
+	name = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(name, "\uFFFD"))
+	return audit.Cut(name, MaxSessionBytes)
+}
+
 // lookup: the agent exists and its registry holds the tool.
 func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 	if n := len(s.c.Session); n > MaxSessionBytes || !utf8.ValidString(s.c.Session) {
 		// Recorded cut (the audit record must not carry what the limit
 		// refuses), refused before it reaches counters or approvals.
-		s.c.Session = audit.Cut(strings.ToValidUTF8(s.c.Session, "\uFFFD"), MaxSessionBytes)
+		s.c.Session = recordableSession(s.c.Session)
 		msg := fmt.Sprintf("the session name is %d bytes; the limit is %d bytes of UTF-8", n, MaxSessionBytes)
 		s.stage("lookup", "error", msg)
 		return refuse(audit.StatusError, armory.KindInvalid, "Invalid session: %s. Use a shorter session name.", msg)
@@ -46,12 +59,7 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		// A control character (an escape sequence) would reach terminals
 		// that show the session (armory audit, session show) as it is.
 		r, _ := utf8.DecodeRuneInString(s.c.Session[i:])
-		s.c.Session = strings.Map(func(r rune) rune {
-			if unicode.IsControl(r) {
-				return '\uFFFD'
-			}
-			return r
-		}, s.c.Session)
+		s.c.Session = recordableSession(s.c.Session)
 		msg := fmt.Sprintf("the session name holds the control character U+%04X", r)
 		s.stage("lookup", "error", msg)
 		return refuse(audit.StatusError, armory.KindInvalid, "Invalid session: %s. Use letters, digits and punctuation.", msg)

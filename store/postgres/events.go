@@ -2,14 +2,27 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"github.com/armory-dev/armory/store/internal/eventbus"
 )
 
-// EventsChannel is the LISTEN/NOTIFY channel on which the processes sharing
-// a database pass each other their events for humans (what /api/events
-// streams), so that every replica shows every replica's events.
+// EventsChannel begins the name of the LISTEN/NOTIFY channel on which the
+// processes sharing a store pass each other their events for humans (what
+// /api/events streams), so that every replica shows every replica's
+// events. NOTIFY channels belong to the database, not to a schema, so the
+// name ends with a digest of the database and schema the Store's tables
+// are in (eventsChannel): stores in other schemas of one database (set by
+// search_path) do not stream each other's events.
 const EventsChannel = "armory_events"
+
+// eventsChannel returns the events channel of the store in schema of
+// database db: EventsChannel, '_', 16 hex digits.
+func eventsChannel(db, schema string) string {
+	sum := sha256.Sum256([]byte(db + "\x00" + schema))
+	return EventsChannel + "_" + hex.EncodeToString(sum[:8])
+}
 
 // MaxEventPayload is the largest event payload PublishEvent sends
 // (PostgreSQL refuses NOTIFY payloads of 8,000 bytes or more).
@@ -19,8 +32,9 @@ const MaxEventPayload = 7900
 // batches go out as one NOTIFY statement each, and the subscribers that the
 // listener connection feeds.
 type events struct {
-	pub  eventbus.Publisher
-	subs eventbus.Subscribers
+	channel string // eventsChannel, set by OpenWith
+	pub     eventbus.Publisher
+	subs    eventbus.Subscribers
 }
 
 // PublishEvent sends payload to every process listening on the database,
@@ -62,5 +76,5 @@ func (s *Store) notifyEvents(ctx context.Context, batch [][]byte) {
 	for i, b := range batch {
 		texts[i] = string(b)
 	}
-	_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i`, EventsChannel, texts)
+	_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS t(p, i) ORDER BY i`, s.ev.channel, texts)
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -93,5 +94,45 @@ func TestEventsQueueBounded(t *testing.T) {
 	}
 	if g := got.Load(); g != accepted {
 		t.Fatalf("%d of %d accepted events arrived", g, accepted)
+	}
+}
+
+// Stores in two schemas of one database (search_path) are two systems:
+// one's events do not reach the other's subscribers, though NOTIFY
+// channels belong to the database. B's event is delivered in its own
+// schema before A's is sent, so had it crossed, A would get it first.
+func TestEventsStayInTheirSchema(t *testing.T) {
+	openStore := func(dsn string) store.Store {
+		s, err := postgres.OpenWith(context.Background(), dsn, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	dsnA, dsnB := freshSchema(t), freshSchema(t)
+	a, a2, b, b2 := openStore(dsnA), openStore(dsnA), openStore(dsnB), openStore(dsnB)
+	gotA, gotB := make(chan string, 16), make(chan string, 16)
+	defer a.SubscribeEvents(func(p []byte) { gotA <- string(p) })()
+	defer b2.SubscribeEvents(func(p []byte) { gotB <- string(p) })()
+	deadline := time.After(time.Minute) // a bound, not a timing check
+	if !b.PublishEvent([]byte("schema B")) {
+		t.Fatal("B's event not queued")
+	}
+	select {
+	case <-gotB:
+	case <-deadline:
+		t.Fatal("B's event never reached B")
+	}
+	if !a2.PublishEvent([]byte("schema A")) {
+		t.Fatal("A's event not queued")
+	}
+	select {
+	case p := <-gotA:
+		if p != "schema A" {
+			t.Fatalf("a subscriber of schema A got %q", p)
+		}
+	case <-deadline:
+		t.Fatal("A's event never reached A")
 	}
 }

@@ -135,6 +135,12 @@ func OpenWith(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	var db, schema string
+	if err := pool.QueryRow(ctx, `SELECT current_database(), current_schema()`).Scan(&db, &schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	s.ev.channel = eventsChannel(db, schema)
 	lctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	conn, err := s.listen(ctx)
@@ -170,7 +176,7 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: listen: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel+"; LISTEN "+EventsChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel+"; LISTEN "+s.ev.channel); err != nil {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("postgres: listen: %w", err)
 	}
@@ -196,7 +202,7 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 				break
 			}
 			backoff = 100 * time.Millisecond
-			if n.Channel == EventsChannel {
+			if n.Channel == s.ev.channel {
 				s.deliverEvent(n.Payload)
 				continue
 			}

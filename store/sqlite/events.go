@@ -33,7 +33,8 @@ import (
 //
 // Bounds: the publish queue holds eventbus.QueueSize events (past that, an
 // event is dropped and counted); a payload of MaxEventPayload bytes or more is
-// refused; each listener's beat prunes the table to the events of the
+// refused, and a subscriber skips a row whose payload is larger (or not
+// a blob); each listener's beat prunes the table to the events of the
 // last eventKeep (at most eventKeepRows of them); a subscriber polls every eventPoll and reads at
 // most eventReadBatch rows per query.
 const (
@@ -205,8 +206,11 @@ func (ev *events) look() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var n int
-	err := ev.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM listeners WHERE id <> ? AND seen >= ?`,
-		ev.id, ev.now().Add(-listenerStale).UnixNano()).Scan(&n)
+	now := ev.now()
+	// A mark in the future (a clock that jumped back, a bogus row) is no
+	// listener: nobody would read or prune what was written for it.
+	err := ev.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM listeners WHERE id <> ? AND seen >= ? AND seen <= ?`,
+		ev.id, now.Add(-listenerStale).UnixNano(), now.Add(listenerStale).UnixNano()).Scan(&n)
 	ev.others.Store(err == nil && n > 0)
 }
 
@@ -239,7 +243,7 @@ func (ev *events) beat(db *sql.DB, alive bool) {
 		return
 	}
 	_, _ = db.ExecContext(ctx, `INSERT INTO listeners (id, seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen`, ev.id, now.UnixNano())
-	_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE seen < ?`, now.Add(-time.Minute).UnixNano())
+	_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE seen < ? OR seen > ?`, now.Add(-time.Minute).UnixNano(), now.Add(time.Minute).UnixNano())
 	_, _ = db.ExecContext(ctx, pruneEvents, now.Add(-eventKeep).UnixNano(), eventKeepRows)
 }
 
@@ -283,22 +287,30 @@ func (ev *events) pollLoop(db *sql.DB, last int64) {
 func (ev *events) poll(db *sql.DB, last int64) (int, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := db.QueryContext(ctx, `SELECT seq, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, last, eventReadBatch)
+	// Only a blob payload under MaxEventPayload bytes is read (what
+	// PublishEvent writes); another row's payload, written by something
+	// else on the file, is skipped unread (length of a blob reads no
+	// content), so a subscriber holds at most eventReadBatch small events.
+	rows, err := db.QueryContext(ctx, `SELECT seq, CASE WHEN typeof(payload) = 'blob' AND length(payload) < ? THEN payload END
+		FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, MaxEventPayload, last, eventReadBatch)
 	if err != nil {
 		return 0, last, err
 	}
 	var got [][]byte
+	n := 0
 	for rows.Next() {
 		var p []byte
 		if err := rows.Scan(&last, &p); err != nil {
 			rows.Close()
-			return len(got), last, err
+			return n, last, err
 		}
-		got = append(got, p)
+		if n++; p != nil {
+			got = append(got, p)
+		}
 	}
 	err = errors.Join(rows.Err(), rows.Close())
 	ev.subs.Deliver(got...)
-	return len(got), last, err
+	return n, last, err
 }
 
 // close ends the goroutines (the publisher first sends what is queued,

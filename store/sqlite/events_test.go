@@ -67,18 +67,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 // prunes events older than a minute (and all but the last 10,000) when it
 // marks itself alive, which it does when it starts listening.
 func TestEventsFilePruned(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "armory.db")
-	a, err := sqlite.OpenWith(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.SubscribeEvents(func([]byte) {})() // creates the events file
-	db, err := sql.Open("sqlite", path+"-events")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	path, _, db := withEventsFile(t)
 	old := time.Now().Add(-2 * time.Minute).UnixNano()
 	if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < 12000)
 		INSERT INTO events (at, payload) SELECT CASE WHEN i <= 100 THEN ? ELSE ? END, 'x' FROM n`, old, time.Now().UnixNano()); err != nil {
@@ -97,4 +86,64 @@ func TestEventsFilePruned(t *testing.T) {
 	if n != 10000 || oldest != 0 {
 		t.Fatalf("after pruning: %d events (%d older than a minute), want 10000 and 0", n, oldest)
 	}
+}
+
+// A local writer of the events file cannot make a subscriber read or hand
+// on more than MaxEventPayload bytes an event: rows holding a larger
+// payload (as a blob or as text) or a payload that is not a blob are
+// skipped, and the events after them still arrive.
+func TestEventsFileHostileRowsSkipped(t *testing.T) {
+	_, a, db := withEventsFile(t)
+	got := make(chan []byte, 64)
+	defer a.SubscribeEvents(func(p []byte) { got <- p })()
+	now := time.Now().UnixNano()
+	big := make([]byte, 4<<20)
+	if _, err := db.Exec(`INSERT INTO events (at, payload) VALUES (?, ?), (?, ?), (?, ?), (?, 12345), (?, ?)`,
+		now, big, now, string(big), now, "a text, not a blob", now, now, []byte("ok")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(time.Minute) // a bound, not a timing check
+	for {
+		select {
+		case p := <-got:
+			if string(p) == "ok" {
+				return
+			}
+			t.Fatalf("the subscriber got a bogus row's payload (%d bytes)", len(p))
+		case <-deadline:
+			t.Fatal("the event after the bogus rows never arrived")
+		}
+	}
+}
+
+// A listener row marked alive in the future (a local writer, or a clock
+// that jumped back) does not count as a listener: a Store with no real
+// listener beside it writes no events that nobody would read or prune.
+func TestEventsFutureListenerIgnored(t *testing.T) {
+	_, a, db := withEventsFile(t)
+	if _, err := db.Exec(`INSERT INTO listeners (id, seen) VALUES ('ghost', ?)`, time.Now().Add(time.Hour).UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	if a.PublishEvent([]byte("to nobody")) {
+		t.Fatal("a Store published to a listener marked alive an hour from now")
+	}
+}
+
+// withEventsFile opens a Store on a new database, has it create its events
+// file, and opens that file directly, as another local writer would.
+func withEventsFile(t *testing.T) (path string, s *sqlite.Store, events *sql.DB) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "armory.db")
+	s, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	s.SubscribeEvents(func([]byte) {})() // creates the events file
+	events, err = sql.Open("sqlite", path+"-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { events.Close() })
+	return path, s, events
 }
