@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/armory-dev/armory/audit"
@@ -177,12 +179,13 @@ func (h *hooks) add(f func(pipeline.Event)) func() {
 	}
 }
 
+// rebuild snapshots the subscribers in the order they subscribed (its
+// cost follows the subscribers, not every id ever handed out).
 func (h *hooks) rebuild() {
-	snap := make([]func(pipeline.Event), 0, len(h.fs))
-	for i := 0; i < h.next; i++ {
-		if f, ok := h.fs[i]; ok {
-			snap = append(snap, f)
-		}
+	ids := slices.Sorted(maps.Keys(h.fs))
+	snap := make([]func(pipeline.Event), 0, len(ids))
+	for _, id := range ids {
+		snap = append(snap, h.fs[id])
 	}
 	h.snap = snap
 }

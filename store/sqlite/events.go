@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS listeners (
 // table), and the subscribers with their polling goroutine.
 type events struct {
 	path string
-	id   string // this Store's row in listeners
+	id   string // names this Store in listeners: its pollers mark themselves ID.N
 	now  func() time.Time
 
 	openOnce sync.Once
@@ -77,6 +77,7 @@ type events struct {
 
 	pub     eventbus.Publisher
 	subs    eventbus.Subscribers
+	pollers int // pollers started (under subs' lock, in its start func)
 	lookOne sync.Once   // the first look, and the look loop
 	others  atomic.Bool // another Store listened at the last look
 
@@ -169,13 +170,13 @@ func (s *Store) SubscribeEvents(fn func(payload []byte)) (cancel func()) {
 		return func() {}
 	}
 	return ev.subs.Add(fn, func() {
-		var last int64
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&last)
-		cancel()
-		ev.beat(db, true)
+		// Each poller marks itself under an id of its own, so that a poller
+		// ending (no subscriber left) cannot unmark the next one.
+		ev.pollers++
+		lid := fmt.Sprintf("%s.%d", ev.id, ev.pollers)
+		ev.beat(db, lid, true)
 		ev.wg.Add(1)
-		go ev.pollLoop(db, last)
+		go ev.pollLoop(db, lid, latestSeq(db))
 	})
 }
 
@@ -209,8 +210,10 @@ func (ev *events) look() {
 	now := ev.now()
 	// A mark in the future (a clock that jumped back, a bogus row) is no
 	// listener: nobody would read or prune what was written for it.
-	err := ev.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM listeners WHERE id <> ? AND seen >= ? AND seen <= ?`,
-		ev.id, now.Add(-listenerStale).UnixNano(), now.Add(listenerStale).UnixNano()).Scan(&n)
+	// This Store's pollers mark themselves ID.N (ID is hex: no LIKE
+	// wildcards in it).
+	err := ev.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM listeners WHERE id NOT LIKE ? AND seen >= ? AND seen <= ?`,
+		ev.id+".%", now.Add(-listenerStale).UnixNano(), now.Add(listenerStale).UnixNano()).Scan(&n)
 	ev.others.Store(err == nil && n > 0)
 }
 
@@ -234,15 +237,15 @@ func (ev *events) lookLoop() {
 // eventKeep and all but the last eventKeepRows, and the listeners gone for
 // a minute. There is a listener wherever events are written, so the file
 // stays bounded however few events each publisher writes.
-func (ev *events) beat(db *sql.DB, alive bool) {
+func (ev *events) beat(db *sql.DB, lid string, alive bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	now := ev.now()
 	if !alive {
-		_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE id = ?`, ev.id)
+		_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE id = ?`, lid)
 		return
 	}
-	_, _ = db.ExecContext(ctx, `INSERT INTO listeners (id, seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen`, ev.id, now.UnixNano())
+	_, _ = db.ExecContext(ctx, `INSERT INTO listeners (id, seen) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET seen = excluded.seen`, lid, now.UnixNano())
 	_, _ = db.ExecContext(ctx, `DELETE FROM listeners WHERE seen < ? OR seen > ?`, now.Add(-time.Minute).UnixNano(), now.Add(time.Minute).UnixNano())
 	_, _ = db.ExecContext(ctx, pruneEvents, now.Add(-eventKeep).UnixNano(), eventKeepRows)
 }
@@ -250,12 +253,24 @@ func (ev *events) beat(db *sql.DB, alive bool) {
 // pruneEvents deletes the events older than ?1 and all but the last ?2.
 const pruneEvents = `DELETE FROM events WHERE at < ? OR seq <= (SELECT MAX(seq) FROM events) - ?`
 
+// latestSeq returns the seq of the latest event, or -1 when it cannot be
+// read (then the poller reads it again instead of replaying old events).
+func latestSeq(db *sql.DB) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var last int64
+	if err := db.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&last); err != nil {
+		return -1
+	}
+	return last
+}
+
 // pollLoop reads the events appended after seq last, every eventPoll,
 // and hands each to the subscribers, until the Store closes or no
 // subscriber is left.
-func (ev *events) pollLoop(db *sql.DB, last int64) {
+func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	defer ev.wg.Done()
-	defer ev.beat(db, false)
+	defer ev.beat(db, lid, false)
 	t := time.NewTicker(eventPoll)
 	defer t.Stop()
 	beaten := ev.now()
@@ -269,8 +284,12 @@ func (ev *events) pollLoop(db *sql.DB, last int64) {
 			return
 		}
 		if now := ev.now(); now.Sub(beaten) >= listenerBeat || now.Before(beaten) {
-			ev.beat(db, true)
+			ev.beat(db, lid, true)
 			beaten = now
+		}
+		if last < 0 { // the latest seq could not be read: start from now
+			last = latestSeq(db)
+			continue
 		}
 		for {
 			n, next, err := ev.poll(db, last)

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -127,6 +128,47 @@ func TestEventsFutureListenerIgnored(t *testing.T) {
 	if a.PublishEvent([]byte("to nobody")) {
 		t.Fatal("a Store published to a listener marked alive an hour from now")
 	}
+}
+
+// A subscriber that cannot read where the events end when it starts
+// (the file busy or broken for a moment) starts from the end once it can,
+// instead of replaying every recent event into its new stream.
+func TestEventsSubscriberStartsAtTheEndAfterAFailedRead(t *testing.T) {
+	path, a, db := withEventsFile(t)
+	now := time.Now().UnixNano()
+	for i := range 100 {
+		if _, err := db.Exec(`INSERT INTO events (at, payload) VALUES (?, ?)`, now, []byte(fmt.Sprint("old", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := sqlite.OpenWith(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.PublishEvent([]byte("opens b's events file")) // nobody listens: not sent
+	if _, err := db.Exec(`ALTER TABLE events RENAME TO events_away`); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 256)
+	defer b.SubscribeEvents(func(p []byte) { got <- string(p) })() // its first read fails
+	if _, err := db.Exec(`ALTER TABLE events_away RENAME TO events`); err != nil {
+		t.Fatal(err)
+	}
+	// New events, until one arrives (those published before the poller
+	// found the end are behind it): the first to arrive must be new.
+	eventually(t, "a new event arrives", func() bool {
+		a.PublishEvent([]byte("new"))
+		select {
+		case p := <-got:
+			if p != "new" {
+				t.Fatalf("the new subscriber got the old event %q", p)
+			}
+			return true
+		default:
+			return false
+		}
+	})
 }
 
 // withEventsFile opens a Store on a new database, has it create its events
