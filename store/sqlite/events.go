@@ -77,7 +77,7 @@ type events struct {
 
 	pub     eventbus.Publisher
 	subs    eventbus.Subscribers
-	pollers int // pollers started (under subs' lock, in its start func)
+	pollers int         // pollers started (under subs' lock, in its start func)
 	lookOne sync.Once   // the first look, and the look loop
 	others  atomic.Bool // another Store listened at the last look
 
