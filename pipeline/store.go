@@ -24,6 +24,8 @@ type Store interface {
 	Release(ctx context.Context, session, counter string, n int64) (current int64, err error)
 	Counters(ctx context.Context, session string) (map[string]int64, error)
 	LimitOverrides(ctx context.Context, session string) (map[string]int64, error)
+	SetLimitOverride(ctx context.Context, session, counter string, max int64) error
+	ResetSession(ctx context.Context, session string) error
 	SessionStart(ctx context.Context, session string) (time.Time, error)
 	GetSession(ctx context.Context, session string) (store.SessionInfo, error)
 	SessionGenerations(ctx context.Context, base string, limit int) ([]store.SessionInfo, error)

@@ -233,6 +233,23 @@ func TestCLISession(t *testing.T) {
 	if s.Counters["tool_invocations"] != 0 {
 		t.Fatalf("after reset: %+v", r)
 	}
+	// Each change a human made is in the trail, naming the human, the
+	// session and what changed; the refused one changed nothing.
+	for tool, want := range map[string][]string{
+		"session.extend": {`"to":900`, `"to":2700`},
+		"session.reset":  {`"via":"cli"`},
+	} {
+		r = armoryCmd(t, env, "audit", "--tool", tool, "--json")
+		var recs []audit.Record
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &recs) != nil || len(recs) != len(want) {
+			t.Fatalf("audit of %s: %+v", tool, r)
+		}
+		for i, rec := range recs {
+			if rec.Agent != "human" || rec.DecidedBy != "human" || rec.Session != "intern:s1" || !strings.Contains(strings.Join(strings.Fields(string(rec.Args)), ""), want[len(want)-1-i]) {
+				t.Errorf("%s record %d: %+v", tool, i, rec)
+			}
+		}
+	}
 }
 
 // --session names a session of the calling agent, as over MCP and REST:

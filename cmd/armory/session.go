@@ -51,23 +51,16 @@ func (a *app) sessionCmd() *cobra.Command {
 				}
 				n = v
 			}
-			known := false
-			for _, l := range world.LimitNames {
-				known = known || l == name
-			}
-			if !known {
-				return usageErr("unknown limit %q (known: %v)", name, world.LimitNames)
-			}
-			if max := pipeline.MaxLimit(name); max > 0 && n > max {
-				return usageErr("%s can be raised to at most %d", name, max)
+			if err := pipeline.CheckLimitOverride(name, n); err != nil {
+				return usageErr("%s", armory.Message(err))
 			}
 			ctx := context.Background()
-			id, st, err := a.sessionArg(ctx, args[0])
+			id, p, err := a.sessionArg(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if err := st.SetLimitOverride(ctx, id, name, n); err != nil {
-				return store.Err("session extend", err)
+			if err := p.ExtendSession(ctx, id, name, n, pipeline.ViaCLI); err != nil {
+				return err
 			}
 			fmt.Fprintf(a.stdout, "session %s: %s is now %d\n", id, name, n)
 			return nil
@@ -79,12 +72,12 @@ func (a *app) sessionCmd() *cobra.Command {
 		Args:  exactArgs("SESSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := context.Background()
-			id, st, err := a.sessionArg(ctx, args[0])
+			id, p, err := a.sessionArg(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if err := st.ResetSession(ctx, id); err != nil {
-				return store.Err("session reset", err)
+			if err := p.ResetSession(ctx, id, pipeline.ViaCLI); err != nil {
+				return err
 			}
 			fmt.Fprintf(a.stdout, "session %s reset\n", id)
 			return nil
@@ -93,14 +86,14 @@ func (a *app) sessionCmd() *cobra.Command {
 	return group("session", "Show, extend and reset a session's safety caps", show, extend, reset)
 }
 
-// sessionArg opens the store and resolves the session a human named
+// sessionArg opens the pipeline and resolves the session a human named
 // (AGENT:default is the agent's current unnamed session).
-func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, error) {
+func (a *app) sessionArg(ctx context.Context, arg string) (string, *pipeline.Pipeline, error) {
 	p, err := a.reader(ctx)
 	if err != nil {
 		return "", nil, err
 	}
-	st := a.eng.Store() // the whole store: extend and reset write the session
+	st := a.eng.Store()
 	ag := sessionAgent(ctx, p.Roster(), st, arg)
 	if err := knownSession(ctx, p.Roster(), st, ag, arg); err != nil {
 		return "", nil, err
@@ -109,5 +102,5 @@ func (a *app) sessionArg(ctx context.Context, arg string) (string, store.Store, 
 	if err != nil {
 		return "", nil, store.Err("session", err)
 	}
-	return id, st, nil
+	return id, p, nil
 }
