@@ -26,7 +26,7 @@ func eventsChannel(db, schema string) string {
 
 // MaxEventPayload is the largest event payload PublishEvent sends
 // (PostgreSQL refuses NOTIFY payloads of 8,000 bytes or more).
-const MaxEventPayload = 7900
+const MaxEventPayload = eventbus.MaxPayload
 
 // events is the Store's event relay: the shared bounded publisher, whose
 // batches go out as one NOTIFY statement each, and the subscribers that the

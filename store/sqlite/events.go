@@ -40,7 +40,7 @@ import (
 const (
 	// MaxEventPayload is the largest event payload PublishEvent sends, the
 	// same bound as the Postgres store's.
-	MaxEventPayload = 7900
+	MaxEventPayload = eventbus.MaxPayload
 
 	eventKeep      = time.Minute
 	eventKeepRows  = 10000

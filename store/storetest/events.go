@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"fmt"
+
 	"testing"
 	"time"
+
+	"github.com/armory-dev/armory/store/internal/eventbus"
 )
 
 // testEvents: an event PublishEvent reports sent reaches a subscriber on
@@ -28,6 +31,10 @@ func testEvents(t *testing.T, open Opener) {
 			t.Fatal("a sent event never reached the other Store")
 		}
 	}
+	// An event of MaxPayload bytes or more is refused on every backend.
+	if a.PublishEvent(make([]byte, eventbus.MaxPayload)) {
+		t.Fatalf("an event of %d bytes was sent", eventbus.MaxPayload)
+	}
 	cancel()
 	cancel() // idempotent
 	if a.EventsDropped() != 0 {
@@ -44,7 +51,7 @@ func testEvents(t *testing.T, open Opener) {
 // deciding an approval, closes right after publishing).
 func testEventsSentBeforeClose(t *testing.T, open Opener) {
 	a, b := open(t), open(t)
-	const n = 200 // more than one batch
+	const n = 600 // more than one batch sent (64) and one batch read (SQLite: 512)
 	got := make(chan string, n)
 	defer b.SubscribeEvents(func(p []byte) { got <- string(p) })()
 	sent := 0

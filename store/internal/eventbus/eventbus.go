@@ -12,6 +12,11 @@ import (
 	"time"
 )
 
+// MaxPayload is the largest event payload a store sends, in bytes (less):
+// PostgreSQL refuses NOTIFY payloads of 8,000 bytes or more, and the SQLite
+// store keeps the same bound so that an event means the same on both.
+const MaxPayload = 7900
+
 // Bounds: events waiting to be sent, events per batch, time to send a
 // batch, and time a closing store spends sending what is queued.
 const (
