@@ -44,9 +44,6 @@ type events struct {
 // people watching, the store's records are the truth. Close sends what is
 // still queued, within 2 s.
 func (s *Store) PublishEvent(payload []byte) bool {
-	if len(payload) >= MaxEventPayload {
-		return false
-	}
 	release, err := s.use()
 	if err != nil {
 		return false

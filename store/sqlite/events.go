@@ -126,9 +126,6 @@ func (ev *events) open() (*sql.DB, error) {
 // listens on the file (nobody would get the event), when the Store is
 // closed, and when its events database cannot be opened.
 func (s *Store) PublishEvent(payload []byte) bool {
-	if len(payload) >= MaxEventPayload {
-		return false
-	}
 	release, err := s.use()
 	if err != nil {
 		return false

@@ -39,11 +39,15 @@ type Publisher struct {
 }
 
 // Publish queues payload without waiting, and reports whether it was
-// queued: false when QueueSize events are waiting (counted in Dropped). The
+// queued: false for a payload of MaxPayload bytes or more, and when
+// QueueSize events are waiting (counted in Dropped). The
 // first Publish starts the sending goroutine, counted in wg, which ends
 // when stop is closed, after sending what is still queued (for at most
 // DrainTimeout).
 func (p *Publisher) Publish(payload []byte, stop <-chan struct{}, wg *sync.WaitGroup) bool {
+	if len(payload) >= MaxPayload {
+		return false
+	}
 	p.once.Do(func() {
 		p.q = make(chan []byte, QueueSize)
 		wg.Add(1)
