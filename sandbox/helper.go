@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -143,6 +145,14 @@ func helperMain(arg string) error {
 		fmt.Fprintf(os.Stderr, "armory-sandbox: %v\n", err)
 		os.Exit(127)
 	}
+	// Everything the last step needs is built now, while the runtime may
+	// still allocate: once RLIMIT_AS is lowered, a Go allocation that needs
+	// fresh address space kills the helper ("fatal error: runtime: cannot
+	// allocate memory"), which would read as the command's failure.
+	plan, err := newExecPlan(path, c.Argv, os.Environ(), c.Rlimits)
+	if err != nil {
+		return err
+	}
 	if c.DropCaps {
 		if err := dropCapabilities(); err != nil {
 			return err
@@ -153,17 +163,126 @@ func helperMain(arg string) error {
 			return err
 		}
 	}
-	// Rlimits last: a low RLIMIT_AS must not starve the helper itself.
-	for _, rl := range c.Rlimits {
-		lim := syscall.Rlimit{Cur: rl.Cur, Max: rl.Max}
-		if err := syscall.Setrlimit(rl.Resource, &lim); err != nil {
-			return fmt.Errorf("setrlimit %d: %w", rl.Resource, err)
+	// No collection may be under way while the limits drop (a mark phase
+	// can need fresh work buffers): SetGCPercent(-1) waits for one to end
+	// and starts no other.
+	debug.SetGCPercent(-1)
+	plan.run() // never returns
+	return nil
+}
+
+// execPlan is the helper's last step, built in advance: set the rlimits,
+// then execve the command. run makes raw system calls only and allocates
+// nothing, so a memory limit below what the helper's Go runtime has
+// already reserved cannot starve the helper between the two (the limit
+// then applies to the command's fresh address space after execve). See
+// TestHelperLastStepAllocatesNothing.
+type execPlan struct {
+	path   *byte
+	argv   []*byte
+	envv   []*byte
+	limits []rawLimit
+	// Messages for run's failures, formatted before anything is lowered.
+	execFailed string // "armory-sandbox: exec ARGV0: " (stderr, exit 127)
+}
+
+// rawLimit is one rlimit for prlimit64(2), with its failure message.
+type rawLimit struct {
+	resource uintptr
+	lim      unix.Rlimit
+	failed   string // "setrlimit RESOURCE: "
+}
+
+func newExecPlan(path string, argv, env []string, rls []rlimit) (*execPlan, error) {
+	p := &execPlan{execFailed: "armory-sandbox: exec " + argv[0] + ": "}
+	var err error
+	if p.path, err = syscall.BytePtrFromString(path); err != nil {
+		return nil, fmt.Errorf("helper: command path: %w", err)
+	}
+	if p.argv, err = syscall.SlicePtrFromStrings(argv); err != nil {
+		return nil, fmt.Errorf("helper: arguments: %w", err)
+	}
+	if p.envv, err = syscall.SlicePtrFromStrings(env); err != nil {
+		return nil, fmt.Errorf("helper: environment: %w", err)
+	}
+	for _, rl := range rls {
+		p.limits = append(p.limits, rawLimit{
+			resource: uintptr(rl.Resource),
+			lim:      unix.Rlimit{Cur: rl.Cur, Max: rl.Max},
+			failed:   fmt.Sprintf("setrlimit %s: ", rlimitName(rl.Resource)),
+		})
+	}
+	return p, nil
+}
+
+// run sets the limits and execs the command. It never returns: on failure
+// it writes a message prepared in advance and exits, 126 for a set-up
+// failure (reported on the status pipe) and 127 when execve fails as
+// exec(3) would (on stderr).
+func (p *execPlan) run() {
+	step, errno := p.limitAndExec()
+	if step < len(p.limits) {
+		rawWrite(3, p.limits[step].failed)
+		rawWrite(3, errno.Error())
+		syscall.Exit(126)
+	}
+	rawWrite(2, p.execFailed)
+	rawWrite(2, errno.Error())
+	rawWrite(2, "\n")
+	syscall.Exit(127)
+}
+
+// limitAndExec is run's system calls: prlimit64 for each limit, then
+// execve. It returns only on failure: the index of the limit that failed
+// (len(p.limits) when execve did) and the errno. It must not allocate
+// (TestHelperLastStepAllocatesNothing).
+//
+// Unlike syscall.Exec it neither takes the runtime's exec lock (which only
+// orders execve against the creation of threads: by now the helper runs
+// no goroutine of its own and collection is off, so nothing asks for a
+// thread) nor restores the soft RLIMIT_NOFILE the Go runtime raised at
+// start (see Limits.OpenFiles).
+func (p *execPlan) limitAndExec() (int, unix.Errno) {
+	for i := range p.limits {
+		l := &p.limits[i]
+		if _, _, e := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, l.resource, uintptr(unsafe.Pointer(&l.lim)), 0, 0, 0); e != 0 {
+			return i, e
 		}
 	}
-	err = syscall.Exec(path, c.Argv, os.Environ())
-	fmt.Fprintf(os.Stderr, "armory-sandbox: exec %s: %v\n", c.Argv[0], err)
-	os.Exit(127)
-	return nil
+	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(p.path)),
+		uintptr(unsafe.Pointer(&p.argv[0])), uintptr(unsafe.Pointer(&p.envv[0])))
+	return len(p.limits), e
+}
+
+// rawWrite writes s to fd with one write(2), allocating nothing (best
+// effort: it is only used to report a failure before exiting).
+func rawWrite(fd int, s string) {
+	if len(s) == 0 {
+		return
+	}
+	unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(len(s)))
+}
+
+// rlimitName names a resource in messages.
+func rlimitName(res int) string {
+	switch res {
+	case unix.RLIMIT_AS:
+		return "RLIMIT_AS"
+	case unix.RLIMIT_CPU:
+		return "RLIMIT_CPU"
+	case unix.RLIMIT_FSIZE:
+		return "RLIMIT_FSIZE"
+	case unix.RLIMIT_NPROC:
+		return "RLIMIT_NPROC"
+	case unix.RLIMIT_NOFILE:
+		return "RLIMIT_NOFILE"
+	}
+	return "resource " + strconv.Itoa(res)
+}
+
+// mib renders a byte count in MiB for messages.
+func mib(n int64) string {
+	return strconv.FormatFloat(float64(n)/(1<<20), 'f', -1, 64) + " MiB"
 }
 
 // dropCapabilities empties the bounding, ambient and inheritable sets of

@@ -39,6 +39,10 @@ const (
 	DefaultProcesses = 256       // pids.max (or the watchdog) and RLIMIT_NPROC
 	DefaultOpenFiles = 1024      // RLIMIT_NOFILE
 	DefaultTmpSize   = 256 << 20 // size of bwrap's private /tmp tmpfs, bytes
+	// MinMemory is the smallest Limits.Memory Run accepts: below it the
+	// sandbox's own machinery (bwrap, or the warm pool's trampoline shell)
+	// cannot start a command. A command needs its own room on top.
+	MinMemory = 8 << 20
 )
 
 // Limits bounds the resources of one run. A zero field takes its default
@@ -66,7 +70,10 @@ type Limits struct {
 	// limit. It is also set as RLIMIT_NPROC (which the kernel does not
 	// enforce for root).
 	Processes int
-	// OpenFiles is RLIMIT_NOFILE.
+	// OpenFiles is RLIMIT_NOFILE. Left unset (negative), the command
+	// inherits the soft limit of the process that starts it: bwrap's, or
+	// under the landlock and none backends the helper's, which the Go
+	// runtime raises to the hard limit.
 	OpenFiles int
 	// TmpSize is the size of the private /tmp tmpfs under bwrap, in bytes
 	// (used when the installed bwrap supports --size).
@@ -211,6 +218,10 @@ func resolve(p Confinement) (*resolved, error) {
 	}
 	if l.Memory == 0 {
 		l.Memory = DefaultMemory
+	}
+	if l.Memory > 0 && l.Memory < MinMemory {
+		return nil, policyErr("the memory limit (RLIMIT_AS) of %d bytes (%s) is below the minimum of %d bytes (%s) the sandbox needs to start a command",
+			l.Memory, mib(l.Memory), int64(MinMemory), mib(MinMemory))
 	}
 	if l.FileSize == 0 {
 		l.FileSize = DefaultFileSize

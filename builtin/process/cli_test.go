@@ -544,3 +544,20 @@ func FuzzResolveCwd(f *testing.F) {
 		}
 	})
 }
+
+// TestCLIMemoryLimitTooLow: a memory limit too low for the sandbox to start
+// a command is an invalid call that names the limit and the minimum, not a
+// crash in the command's stderr; a limit at the minimum runs the command.
+func TestCLIMemoryLimitTooLow(t *testing.T) {
+	forBackends(t, procBackends, func(t *testing.T, b sandbox.Backend) {
+		agent := procAgent(t, b)
+		res, _ := call(t, NewCLI(Options{Limits: sandbox.Limits{Memory: 4 << 20}}), agent, map[string]any{"command": "echo ran"})
+		if res.Success || res.Kind != armory.KindInvalid || !strings.Contains(res.Text, "4194304 bytes (4 MiB)") || !strings.Contains(res.Text, "minimum of 8388608 bytes (8 MiB)") {
+			t.Fatalf("tool.cli under a 4 MiB limit: %+v", res)
+		}
+		res, _ = call(t, NewCLI(Options{Limits: sandbox.Limits{Memory: sandbox.MinMemory}}), agent, map[string]any{"command": "echo ran"})
+		if !res.Success || res.Text != "ran\n" {
+			t.Fatalf("tool.cli under the minimum limit: %+v", res)
+		}
+	})
+}
