@@ -6,22 +6,32 @@
 //
 // # Lifecycle
 //
-// An Engine goes through four steps, in this order:
+// An Engine goes through five steps, in this order:
 //
 //  1. open (Open): load the world (once), open the store (a SQLite file or
 //     a postgres:// DSN, in the world's durability mode), provision every
-//     Module (each may contribute tools to the catalog, and may ask for the
-//     store: upstream MCP servers pin their tool definitions there).
+//     Module (each may contribute tools to the catalog and event kinds to
+//     the registry, and may ask for the store: upstream MCP servers pin
+//     their tool definitions there).
 //  2. validate (Open): build the roster over the world, the built-in tools
 //     and what the modules contributed — every world error at once, as a
 //     *world.InvalidError — then let each module that is a Validator check
 //     the roster; start the JSONL trail's follower and build the pipeline.
-//  3. serve: callers run calls (Pipeline().Execute), serve them
+//  3. start (Start; long-lived processes only): every module that is a
+//     Starter starts its background work (timers, watches, delivery of
+//     messages) with a Runtime: the pipeline to run what it fires, the
+//     store, the events. `armory serve` calls it after Open; the short
+//     commands (armory call, approvals, …) never do, so their modules
+//     contribute tools and publish events but run nothing in the
+//     background. Start runs once; a module's Start error fails it.
+//  4. serve: callers run calls (Pipeline().Execute), serve them
 //     (server.New(e, …)) or read the store; Subscribe taps the pipeline's
-//     events.
-//  4. close (Close, once, idempotent): in reverse order of opening — the
-//     follower's last catch-up (bounded by Options.TrailCloseTimeout), then
-//     the modules (upstream servers stop) last provisioned first, then the
+//     and the modules' events, SubscribePeers the other processes'.
+//  5. close (Close, once, idempotent): in reverse order of opening — the
+//     started modules' background work (its context is cancelled and
+//     Close waits for it, bounded by Options.StopTimeout), the follower's
+//     last catch-up (bounded by Options.TrailCloseTimeout), then the
+//     modules (upstream servers stop) last provisioned first, then the
 //     store (unless the caller passed it in Options.Store).
 //
 // When Open fails midway it closes what it had opened, in the same order,
@@ -35,7 +45,11 @@
 // # Modules
 //
 // A Module is a capability with a lifecycle (Name, Provision, Close): it
-// contributes tools through Provision and is closed by Close. The upstream
+// contributes tools through Provision and is closed by Close; a Validator
+// also checks the roster, a Starter also works in the background once
+// started. A module that publishes events (Env.Publish: a service's
+// "message", "task", "timer") declares their kinds
+// (Contribution.EventKinds): only declared kinds cross between processes. The upstream
 // MCP servers are the first one (Upstreams); the packages that come next
 // (services, skills, wasm, containers) plug in the same way through
 // Options.Modules. A module's Name is the source its tools show under

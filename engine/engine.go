@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -42,6 +44,10 @@ const StoreOnly = Modules | Trail | Pipeline
 // (what it does not copy, the next start does).
 const DefaultTrailCloseTimeout = 10 * time.Second
 
+// DefaultStopTimeout bounds, in Close, the wait for the started modules'
+// background work to end.
+const DefaultStopTimeout = 10 * time.Second
+
 // Options configure Open. Open copies them; zero fields take the defaults
 // documented on each.
 type Options struct {
@@ -71,6 +77,10 @@ type Options struct {
 	// TrailCloseTimeout bounds the trail's last catch-up in Close (default
 	// DefaultTrailCloseTimeout).
 	TrailCloseTimeout time.Duration
+	// StopTimeout bounds how long Close waits for the started modules'
+	// background work to end (Runtime.Go) before it closes the modules
+	// (default DefaultStopTimeout).
+	StopTimeout time.Duration
 }
 
 // Engine is the runtime of one world. Its accessors are safe for
@@ -86,6 +96,13 @@ type Engine struct {
 	p        *pipeline.Pipeline
 	events   hooks
 	relay    relay
+	kinds    map[string]string // the modules' event kinds → module name; fixed once Open returns
+	opened   atomic.Bool       // Open returned the Engine: Publish works
+
+	startMu sync.Mutex
+	started bool        // Start ran (once only)
+	closed  bool        // Close began: Start is refused
+	bg      *background // the started modules' work, while Start ran
 
 	closeOnce sync.Once
 	closeErr  error
@@ -105,7 +122,10 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 	if opts.TrailCloseTimeout <= 0 {
 		opts.TrailCloseTimeout = DefaultTrailCloseTimeout
 	}
-	e := &Engine{opts: opts}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = DefaultStopTimeout
+	}
+	e := &Engine{opts: opts, kinds: map[string]string{}}
 	defer func() {
 		if err != nil {
 			e.Close()
@@ -123,12 +143,15 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 	ropts.Builtins = opts.Builtins
 	var warns world.Diagnostics
 	if opts.Skip&Modules == 0 {
-		env := Env{World: e.world, Logger: opts.Logger, store: e.store}
 		for _, m := range append([]Module{Upstreams()}, opts.Modules...) {
+			env := Env{World: e.world, Logger: opts.Logger, store: e.store, eng: e, module: m.Name()}
 			c, err := m.Provision(ctx, env)
 			e.mods = append(e.mods, m) // closed even when its provision failed midway
 			if err != nil {
 				return nil, armory.E("engine.Open", armory.KindOf(err), "module "+m.Name(), err)
+			}
+			if err := e.addKinds(m.Name(), c.EventKinds); err != nil {
+				return nil, err
 			}
 			ropts = c.addTo(ropts, m.Name())
 			warns = append(warns, c.Warnings...)
@@ -159,9 +182,24 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 		if e.p, err = pipeline.New(e.roster, popts); err != nil {
 			return nil, err
 		}
-		e.relay.start(e.st)
+		e.relay.start(e.st, e.knownKind)
 	}
+	e.opened.Store(true)
 	return e, nil
+}
+
+// addKinds registers the event kinds module declared.
+func (e *Engine) addKinds(module string, kinds []string) error {
+	for _, k := range kinds {
+		if err := checkEventKind(k); err != nil {
+			return armory.E("engine.Open", armory.KindInvalid, "module "+module, err)
+		}
+		if other, ok := e.kinds[k]; ok {
+			return armory.E("engine.Open", armory.KindInvalid, fmt.Sprintf("module %s: event kind %q is module %s's", module, k, other))
+		}
+		e.kinds[k] = module
+	}
+	return nil
 }
 
 // store returns the engine's store, opening it on first use (a module may
@@ -204,14 +242,24 @@ func openStore(ctx context.Context, dsn string, w *world.World) (store.Store, er
 	return st, nil
 }
 
-// Close closes what Open opened, in reverse order: the trail follower
-// (after its bounded last catch-up), the modules (last provisioned first),
-// the store (unless Options.Store gave it). It is idempotent and returns
-// the first call's errors, joined.
+// Close closes what Open (and Start) opened, in reverse order: the started
+// modules' background work (its context is cancelled and Close waits for
+// it, at most Options.StopTimeout), the trail follower (after its bounded
+// last catch-up), the modules (last provisioned first), the store (unless
+// Options.Store gave it). It is idempotent and returns the first call's
+// errors, joined: KindTimeout names the modules whose background work
+// did not end in time (they are closed all the same).
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
-		e.relay.stop()
 		var errs []error
+		e.startMu.Lock()
+		e.closed = true
+		bg := e.bg
+		e.startMu.Unlock()
+		if bg != nil {
+			errs = append(errs, bg.stop(e.opts.StopTimeout))
+		}
+		e.relay.stop()
 		if e.fol != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), e.opts.TrailCloseTimeout)
 			errs = append(errs, e.fol.Close(ctx))

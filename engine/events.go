@@ -4,10 +4,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/store"
@@ -23,9 +26,82 @@ import (
 // LISTEN/NOTIFY, SQLite through a second file beside its own. Delivery is
 // best effort, as the store's contract says: the store's approvals and
 // audit records are the truth, events only show them as they happen.
+//
+// Kinds. The pipeline raises four kinds (pipeline.EventApprovalRequested,
+// …); a module adds its own (Contribution.EventKinds: a service's
+// "message", "task", "timer") and publishes them with Env.Publish. The
+// kinds are a registry built by Open and fixed from then on: a peer's
+// event of a kind this engine does not know is dropped, as input from
+// whoever can write to the store's event channel.
 
-// Subscribe calls f with every event of this engine's pipeline until the
-// returned func is called. f must not block. Safe for concurrent use.
+// EventGap is a kind no module may declare: the server's /api/events
+// sends it to a client that missed events.
+const EventGap = "gap"
+
+// MaxEventKind bounds the length of a module's event kind; MaxEventRef
+// bounds Event.Ref.
+const (
+	MaxEventKind = 32
+	MaxEventRef  = 256
+)
+
+// pipelineKinds are the kinds the pipeline raises.
+var pipelineKinds = []string{pipeline.EventApprovalRequested, pipeline.EventApprovalDecided, pipeline.EventLimitReached, pipeline.EventCallFinished}
+
+// checkEventKind reports why kind cannot be a module's event kind; nil
+// when it can.
+func checkEventKind(kind string) error {
+	if kind == "" || len(kind) > MaxEventKind {
+		return fmt.Errorf("event kind %q: 1 to %d characters", kind, MaxEventKind)
+	}
+	for i, c := range kind {
+		if !(c >= 'a' && c <= 'z' || i > 0 && (c >= '0' && c <= '9' || c == '_')) {
+			return fmt.Errorf("event kind %q: only a-z, 0-9 and _, starting with a letter", kind)
+		}
+	}
+	if kind == EventGap || slices.Contains(pipelineKinds, kind) {
+		return fmt.Errorf("event kind %q is Armory's own", kind)
+	}
+	return nil
+}
+
+// EventKinds returns every kind of event this engine raises or relays:
+// the pipeline's and the modules', sorted.
+func (e *Engine) EventKinds() []string {
+	out := slices.Clone(pipelineKinds)
+	for k := range e.kinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// knownKind reports whether kind is the pipeline's or a module's.
+func (e *Engine) knownKind(kind string) bool {
+	_, ok := e.kinds[kind]
+	return ok || slices.Contains(pipelineKinds, kind)
+}
+
+// publish is Env.Publish for the module named module.
+func (e *Engine) publish(module string, ev pipeline.Event) error {
+	if !e.opened.Load() {
+		return armory.E("engine.Publish", armory.KindUnavailable, "the engine is not open (Publish works once Open has returned)")
+	}
+	if owner, ok := e.kinds[ev.Kind]; !ok || owner != module {
+		return armory.E("engine.Publish", armory.KindInvalid, fmt.Sprintf("module %s did not declare the event kind %q (Contribution.EventKinds)", module, ev.Kind))
+	}
+	if len(ev.Ref) > MaxEventRef {
+		return armory.E("engine.Publish", armory.KindInvalid, fmt.Sprintf("an event's ref is at most %d bytes", MaxEventRef))
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now()
+	}
+	e.emit(ev)
+	return nil
+}
+
+// Subscribe calls f with every event of this engine's pipeline and its
+// modules (Env.Publish) until the returned func is called. f must not block. Safe for concurrent use.
 func (e *Engine) Subscribe(f func(pipeline.Event)) (unsubscribe func()) {
 	return e.events.add(f)
 }
@@ -65,6 +141,7 @@ type relayed struct {
 type relay struct {
 	origin string
 	bus    store.Events
+	known  func(kind string) bool // the kinds a peer's event may have
 
 	mu       sync.Mutex
 	peers    hooks
@@ -73,11 +150,13 @@ type relay struct {
 	unlisten func() // the store subscription, while n > 0
 }
 
-// start publishes on bus from now on, and lets peer subscribers listen.
-func (r *relay) start(bus store.Events) {
+// start publishes on bus from now on, and lets peer subscribers listen to
+// the events of the known kinds.
+func (r *relay) start(bus store.Events, known func(string) bool) {
 	if bus == nil {
 		return
 	}
+	r.known = known
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	r.origin = hex.EncodeToString(b[:])
@@ -110,16 +189,16 @@ func (r *relay) subscribe(f func(pipeline.Event)) func() {
 
 // fromPeer hands an event the store delivered to the peer subscribers,
 // unless this engine published it. A payload is input from whoever can
-// write to the store's event channel: an event of a kind the pipeline does
-// not raise is dropped (its kind is written as it is into the server's
-// Server-Sent Events, where a newline would frame an event of its own).
+// write to the store's event channel: an event of a kind neither the
+// pipeline nor a module of this engine raises is dropped (its kind is
+// written as it is into the server's Server-Sent Events, where a newline
+// would frame an event of its own), and so is one whose Ref is too long.
 func (r *relay) fromPeer(payload []byte) {
 	var m relayed
 	if json.Unmarshal(payload, &m) != nil || m.Origin == "" || m.Origin == r.origin {
 		return
 	}
-	switch m.Event.Kind {
-	case pipeline.EventApprovalRequested, pipeline.EventApprovalDecided, pipeline.EventLimitReached, pipeline.EventCallFinished:
+	if r.known(m.Event.Kind) && len(m.Event.Ref) <= MaxEventRef {
 		r.peers.emit(m.Event)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/upstream"
@@ -13,9 +14,10 @@ import (
 )
 
 // Module is a capability plugged into the engine, with a lifecycle:
-// Provision once while Open runs (before the roster is built), Close once
-// when the Engine closes — also when its Provision failed, so a module
-// closes whatever it started before failing.
+// Provision once while Open runs (before the roster is built), Start once
+// if it is a Starter and the process is long-lived (Engine.Start), Close
+// once when the Engine closes — also when its Provision failed, so a
+// module closes whatever it started before failing.
 type Module interface {
 	// Name names the module in errors and is the source its tools show
 	// under (`tool list --long`, explain, REST): a short lower-case name
@@ -36,11 +38,51 @@ type Validator interface {
 	Validate(r *roster.Roster) error
 }
 
-// Env is what a module gets to provision itself; the engine builds it.
+// Env is what a module gets to provision itself; the engine builds one
+// per module. A module may keep it: Publish, Subscribe and SubscribePeers
+// work once Open has returned, in every process (a short command's tool
+// call publishes its service's events too).
 type Env struct {
 	World  *world.World
 	Logger *slog.Logger
 	store  func(context.Context) (store.Store, error)
+	eng    *Engine
+	module string // the module's Name: the kinds it may publish are its own
+}
+
+// Publish raises ev, an event of one of the kinds this module declared
+// (Contribution.EventKinds), to the engine's subscribers and, through the
+// store, to every other process on the same database (see Engine.Subscribe
+// and Engine.SubscribePeers). Delivery is best effort, as for the
+// pipeline's events: publish the record to the store first; the event only
+// says it changed (Event.Ref names it). A zero Time is set to now.
+// Errors: KindInvalid for a kind this module did not declare or a Ref of
+// more than MaxEventRef bytes; KindUnavailable before Open has returned
+// (or for an Env the engine did not build). Safe for concurrent use.
+func (e Env) Publish(ev pipeline.Event) error {
+	if e.eng == nil {
+		return armory.E("engine.Env.Publish", armory.KindUnavailable, "no engine behind this Env")
+	}
+	return e.eng.publish(e.module, ev)
+}
+
+// Subscribe is Engine.Subscribe: this process's events (the pipeline's
+// and the modules'). The returned func unsubscribes; it does nothing for
+// an Env the engine did not build.
+func (e Env) Subscribe(f func(pipeline.Event)) (unsubscribe func()) {
+	if e.eng == nil {
+		return func() {}
+	}
+	return e.eng.Subscribe(f)
+}
+
+// SubscribePeers is Engine.SubscribePeers: the other processes' events
+// (a delivery another process published for an agent waiting here).
+func (e Env) SubscribePeers(f func(pipeline.Event)) (unsubscribe func()) {
+	if e.eng == nil {
+		return func() {}
+	}
+	return e.eng.SubscribePeers(f)
 }
 
 // Store returns the engine's store, opening it if no part needed it yet.
@@ -61,6 +103,13 @@ type Contribution struct {
 	Unavailable map[string]string
 	// Warnings are shown with the world's (armory world check).
 	Warnings world.Diagnostics
+	// EventKinds are the kinds of event the module publishes (Env.Publish):
+	// "message", "task", "timer", … Each is 1 to 32 of a-z, 0-9 and _,
+	// starting with a letter; not one of the pipeline's kinds, not
+	// EventGap, not another module's (Open fails with KindInvalid). Only
+	// declared kinds cross between processes: a peer's event of a kind
+	// nobody declared here is dropped.
+	EventKinds []string
 }
 
 // addTo adds c to o, its tools under the source of the module named

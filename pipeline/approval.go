@@ -29,9 +29,14 @@ type Event struct {
 	ApprovalID string    `json:"approval_id,omitempty"`
 	Status     string    `json:"status,omitempty"`
 	Message    string    `json:"message,omitempty"`
+	// Ref names the record a module's event is about (a message, a task,
+	// a timer), for a subscriber to read from the store: the event only
+	// says that it changed. The pipeline's own events leave it empty.
+	Ref string `json:"ref,omitempty"`
 }
 
-// Event kinds.
+// Event kinds the pipeline raises. Modules add kinds of their own
+// (engine.Contribution.EventKinds).
 const (
 	EventApprovalRequested = "approval_requested"
 	EventApprovalDecided   = "approval_decided"

@@ -176,6 +176,19 @@ func (s *Server) admin(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// anyToken wraps a handler that every valid token reaches; the handler
+// scopes what an agent token sees (requestToken).
+func (s *Server) anyToken(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t, err := s.authenticate(r)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t)))
+	}
+}
+
 // agentScoped wraps a handler of /…/{id}/…: admin tokens reach every agent,
 // an agent token only its own. A token for another agent gets the same 403
 // whether or not the agent exists. The handler finds the token in the

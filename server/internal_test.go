@@ -5,14 +5,15 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armory-dev/armory/pipeline"
 )
 
 func TestHubDropsSlowSubscriber(t *testing.T) {
-	h := newHub(2)
-	slow, _ := h.subscribe()
-	fast, _ := h.subscribe()
+	h := newHub(2, 16)
+	slow, _, _ := h.subscribe(eventFilter{}, nil)
+	fast, _, _ := h.subscribe(eventFilter{}, nil)
 	for i := range 5 {
 		h.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Message: fmt.Sprint(i)}) // never blocks
 		<-fast.ch
@@ -31,7 +32,7 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 		t.Fatalf("%d subscribers, want 1", n)
 	}
 	// The slow one got exactly its buffer's worth, in order.
-	if m := string(<-slow.ch); !strings.Contains(m, `"message":"0"`) || !strings.HasPrefix(m, "event: call_finished\ndata: ") || !strings.HasSuffix(m, "\n\n") {
+	if m := string(<-slow.ch); !strings.Contains(m, `"message":"0"`) || !strings.HasPrefix(m, "id: "+h.id(1)+"\nevent: call_finished\ndata: ") || !strings.HasSuffix(m, "\n\n") {
 		t.Fatalf("first buffered event: %q", m)
 	}
 	h.unsubscribe(slow) // after a drop: no double close
@@ -41,7 +42,7 @@ func TestHubDropsSlowSubscriber(t *testing.T) {
 	default:
 		t.Fatal("close did not end the streams")
 	}
-	if _, err := h.subscribe(); err == nil {
+	if _, _, err := h.subscribe(eventFilter{}, nil); err == nil {
 		t.Fatal("subscribed after close")
 	}
 	h.publish(pipeline.Event{Kind: "x"}) // no subscribers, no panic
@@ -132,4 +133,79 @@ func FuzzHostPolicy(f *testing.F) {
 		}
 		hp.originOK(origin, host)
 	})
+}
+
+// The hub keeps at most its replay bound of events, streams open or not.
+func TestHubRingBounded(t *testing.T) {
+	h := newHub(4, 3)
+	for i := range 10 {
+		h.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Message: fmt.Sprint(i)})
+	}
+	if len(h.ring) != 3 || cap(h.ring) != 3 || h.evicted != 7 {
+		t.Fatalf("ring of %d (cap %d), evicted up to %d", len(h.ring), cap(h.ring), h.evicted)
+	}
+	_, replay, _ := h.subscribe(eventFilter{}, &cursor{h.epoch, 8})
+	if len(replay) != 2 || !strings.Contains(string(replay[0]), `"message":"8"`) || !strings.HasPrefix(string(replay[1]), "id: "+h.id(10)+"\n") {
+		t.Fatalf("replay after 8: %q", replay)
+	}
+	none := newHub(4, 0)
+	none.publish(pipeline.Event{Kind: pipeline.EventCallFinished})
+	if _, replay, _ := none.subscribe(eventFilter{}, &cursor{none.epoch, 0}); len(none.ring) != 0 || len(replay) != 1 || !strings.Contains(string(replay[0]), "event: gap") {
+		t.Fatalf("no replay kept: ring %d, replay %q", len(none.ring), replay)
+	}
+}
+
+// The other processes' events reach the hub only while it watches them:
+// a client whose last event came before the watch (re)started is told of
+// the gap, even though every local event is kept. The watch lingers after
+// its last stream (a reconnect then resumes with no gap); with no linger
+// it ends with the last stream.
+func TestHubPeerGap(t *testing.T) {
+	var subs, unsubs int
+	var peer func(pipeline.Event)
+	subscribe := func(f func(pipeline.Event)) func() {
+		subs++
+		peer = f
+		return func() { unsubs++ }
+	}
+	h := newHub(8, 16)
+	w := &peerWatch{subscribe: subscribe, linger: -1}
+	release := w.hold(h)
+	peer(pipeline.Event{Kind: pipeline.EventCallFinished, Tool: "peer.one"})
+	last := cursor{h.epoch, h.seq}
+	release()
+	if subs != 1 || unsubs != 1 {
+		t.Fatalf("watch with no linger: %d subscribed, %d ended", subs, unsubs)
+	}
+	h.publish(pipeline.Event{Kind: pipeline.EventCallFinished, Tool: "local.two"}) // kept, but a peer's may have been missed
+	defer w.hold(h)()
+	_, replay, _ := h.subscribe(eventFilter{}, &last)
+	if len(replay) != 1 || !strings.Contains(string(replay[0]), "event: gap") || !strings.Contains(string(replay[0]), "did not listen") {
+		t.Fatalf("replay across an unwatched time: %q", replay)
+	}
+
+	// Lingering (a long linger, never reached by the test): the watch
+	// stays, and a reconnect resumes without a gap.
+	subs, unsubs = 0, 0
+	h = newHub(8, 16)
+	w = &peerWatch{subscribe: subscribe, linger: time.Hour}
+	release = w.hold(h)
+	peer(pipeline.Event{Kind: pipeline.EventCallFinished, Tool: "peer.one"})
+	last = cursor{h.epoch, h.seq}
+	release()
+	peer(pipeline.Event{Kind: pipeline.EventCallFinished, Tool: "peer.two"})
+	release = w.hold(h)
+	_, replay, _ = h.subscribe(eventFilter{}, &last)
+	if subs != 1 || unsubs != 0 || len(replay) != 1 || !strings.Contains(string(replay[0]), "peer.two") {
+		t.Fatalf("lingering watch: %d subscribed, %d ended, replay %q", subs, unsubs, replay)
+	}
+	release()
+	w.close()
+	if unsubs != 1 {
+		t.Fatal("close did not end the lingering watch")
+	}
+	w.hold(h)()
+	if subs != 1 {
+		t.Fatal("a closed watch subscribed again")
+	}
 }

@@ -39,7 +39,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /api/approvals/{id}/deny", s.admin(s.params(s.decide(store.StatusDenied))))
 	mux.Handle("GET /api/audit", s.admin(s.params(s.handleAudit, auditParams...)))
 	mux.Handle("GET /api/audit/verify", s.admin(s.params(s.handleVerify)))
-	mux.Handle("GET /api/events", s.long(s.admin(s.params(s.handleEvents))))
+	mux.Handle("GET /api/events", s.long(s.anyToken(s.params(s.handleEvents, "kind", "agent"))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
 		if ms := methodsOf(mux, r); len(ms) > 0 {

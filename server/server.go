@@ -33,6 +33,12 @@ import (
 // Version is reported to MCP clients.
 const Version = "0.1.0"
 
+// Defaults of Options.EventReplay and Options.EventPeerLinger.
+const (
+	DefaultEventReplay     = 1024
+	DefaultEventPeerLinger = time.Minute
+)
+
 // Options configure a Server. Zero fields take the defaults documented on
 // each; New copies the struct, so later changes by the caller do not reach
 // the server.
@@ -93,6 +99,17 @@ type Options struct {
 	// EventBuffer is each event-stream client's buffer (default 64
 	// events); a client that falls that far behind is disconnected.
 	EventBuffer int
+	// EventReplay is how many of the latest events the server keeps for
+	// clients that reconnect with Last-Event-ID (default 1024,
+	// DefaultEventReplay; negative: none). A client that missed more, or
+	// missed them while the server was not listening to the other
+	// processes, gets a "gap" event instead.
+	EventReplay int
+	// EventPeerLinger is how long the server keeps listening to the other
+	// processes' events after its last /api/events stream closes (default
+	// 1m, DefaultEventPeerLinger; negative: it stops as the last stream
+	// closes). A client that reconnects within it resumes without a gap.
+	EventPeerLinger time.Duration
 	// Logger logs requests that fail and server life events (default:
 	// discard). Tokens are never logged.
 	Logger *slog.Logger
@@ -127,6 +144,15 @@ func (o *Options) defaults() {
 	if o.EventBuffer <= 0 {
 		o.EventBuffer = 64
 	}
+	switch {
+	case o.EventReplay == 0:
+		o.EventReplay = DefaultEventReplay
+	case o.EventReplay < 0:
+		o.EventReplay = 0
+	}
+	if o.EventPeerLinger == 0 {
+		o.EventPeerLinger = DefaultEventPeerLinger
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -144,6 +170,7 @@ type Server struct {
 	sessions   *sessionTable
 	events     *hub
 	peers      peerWatch // the other processes' events, while events has a stream
+	kinds      []string  // the kinds of event the engine raises (?kind=)
 	tokens     *tokenCache
 	metrics    *metrics
 	calls      tracker
@@ -165,7 +192,8 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	opts.defaults()
 	s := &Server{p: e.Pipeline(), h: e.Roster(), st: e.Store(), opts: opts}
-	s.events = newHub(opts.EventBuffer)
+	s.events = newHub(opts.EventBuffer, opts.EventReplay)
+	s.kinds = e.EventKinds()
 	s.tokens = newTokenCache(opts.TokenCacheTTL, nil)
 	if s.tokens == nil {
 		s.tokens = newEpochTokenCache(s.st.TokenEpoch)
@@ -177,6 +205,8 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	s.unwatch = append(s.unwatch, e.Subscribe(s.onEvent))
 	s.peers.subscribe = e.SubscribePeers
+	s.peers.linger = opts.EventPeerLinger
+	s.unwatch = append(s.unwatch, s.peers.close)
 	if err := s.buildMCP(); err != nil {
 		s.Close()
 		return nil, err

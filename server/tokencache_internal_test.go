@@ -92,12 +92,12 @@ func TestTokenCacheBound(t *testing.T) {
 // TestHubPublishWithoutSubscribersIsFree: with no event stream open, the
 // events every call publishes are not encoded.
 func TestHubPublishWithoutSubscribersIsFree(t *testing.T) {
-	h := newHub(4)
+	h := newHub(4, 16)
 	e := pipeline.Event{Kind: pipeline.EventCallFinished, Agent: "dev", Message: "call x"}
 	if n := testing.AllocsPerRun(100, func() { h.publish(e) }); n != 0 {
 		t.Fatalf("publish with no subscribers: %v allocations, want 0", n)
 	}
-	sub, _ := h.subscribe()
+	sub, _, _ := h.subscribe(eventFilter{}, nil)
 	h.publish(e)
 	if m := string(<-sub.ch); m == "" {
 		t.Fatal("subscriber got nothing")

@@ -51,6 +51,10 @@ type app struct {
 	// log, when set (serve), receives the runtime's notes; otherwise
 	// warnings go to stderr.
 	log *slog.Logger
+	// modules are provisioned after the built-in ones by every command
+	// that provisions modules (engine.Options.Modules); only serve starts
+	// them (engine.Engine.Start).
+	modules []engine.Module
 }
 
 // logger returns the logger the runtime's background work reports to.

@@ -22,7 +22,7 @@ func (a *app) engine(ctx context.Context, skip engine.Part) (*engine.Engine, err
 		}
 		return a.eng, nil
 	}
-	e, err := engine.Open(ctx, engine.Options{World: a.world, DB: a.db, Skip: skip, RunLease: a.runLease, Logger: a.logger()})
+	e, err := engine.Open(ctx, engine.Options{World: a.world, DB: a.db, Skip: skip, RunLease: a.runLease, Logger: a.logger(), Modules: a.modules})
 	if err != nil {
 		return nil, err
 	}

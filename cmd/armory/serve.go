@@ -47,13 +47,19 @@ func (a *app) serveCmd() *cobra.Command {
 					return err
 				}
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			log := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			opts.Logger = log
 			a.log = log
 			srv, err := a.server(ctx, opts, warm)
 			if err != nil {
+				return err
+			}
+			// The one long-lived command: its modules' background work
+			// (timers, watches, deliveries) runs here, until SIGINT/SIGTERM
+			// or the engine closes; no other command starts it.
+			if err := a.eng.Start(ctx); err != nil {
 				return err
 			}
 			if secret, err := server.EnsureAdminToken(ctx, a.eng.Store()); err != nil {
