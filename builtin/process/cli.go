@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
 	"github.com/armory-dev/armory/sandbox"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // Defaults of the process tools (tool.cli, tool.python).

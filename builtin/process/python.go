@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // PythonDir is the workspace folder where tool.python writes its snippets

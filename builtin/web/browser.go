@@ -15,8 +15,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
 	"github.com/armory-dev/armory/netguard"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // Limits of tool.browser.

@@ -24,8 +24,8 @@ import (
 	"golang.org/x/net/html/charset"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
 	"github.com/armory-dev/armory/netguard"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // Defaults of the web tools (tool.fetch, web.search, tool.browser).

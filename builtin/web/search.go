@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // Limits and defaults of web.search.

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // Delete is workspace.delete: it removes a file, a symbolic link (never

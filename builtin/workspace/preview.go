@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // PreviewLimit bounds the files (before and after) a preview diffs; larger

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // Search is workspace.search: find files by glob (doublestar syntax, e.g.

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/armory-dev/armory"
-	"github.com/armory-dev/armory/builtin/internal/args"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // wsPathDoc describes the path argument of every workspace tool.

@@ -38,7 +38,7 @@ var backends = []string{"store/sqlite", "store/postgres"}
 // support and is free.
 var layers = [][]string{
 	{""},
-	{"audit", "screen", "sandbox", "netguard", "compact", "example"},
+	{"audit", "screen", "sandbox", "netguard", "compact", "example", "toolargs"},
 	{"world"},
 	{"access", "registry"},
 	{"store"},

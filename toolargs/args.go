@@ -1,7 +1,7 @@
-// Package args holds what every built-in tool does with its JSON
-// arguments: strict decoding into a struct and the JSON Schema that
-// describes them.
-package args
+// Package toolargs holds what every tool written in Go here does with its
+// JSON arguments: strict decoding into a struct and the JSON Schema that
+// describes them (the built-in tools and the world services use it).
+package toolargs
 
 import (
 	"bytes"
