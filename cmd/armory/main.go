@@ -23,6 +23,7 @@ import (
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/sandbox"
+	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -67,7 +68,7 @@ func (a *app) logger() *slog.Logger {
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{})}}
 	defer a.closeAll()
 	root := a.rootCmd()
 	root.SetArgs(args)
