@@ -1,6 +1,8 @@
 // Package store declares the persistence Armory's guarded pipeline needs:
 // the audit trail (hash-chained, group-committed), the approval queue, and
-// per-session counters for safety caps. Backends live in sub-packages
+// per-session counters for safety caps; and the persistence of the world's
+// services (agents, inboxes, chats, tasks, knowledge, memory, state, timers
+// and leases: services.go, messages.go, timers.go, leases.go). Backends live in sub-packages
 // (sqlite, the embedded default; postgres) and all pass one conformance
 // suite (storetest).
 //
@@ -23,10 +25,11 @@ import (
 
 // Sentinel errors. Backends wrap them with context; test with errors.Is.
 var (
-	// ErrNotFound: no approval with that ID.
+	// ErrNotFound: no approval (agent, task, timer, …) with that ID.
 	ErrNotFound = errors.New("store: not found")
 	// ErrConflict: the state does not allow the change (an approval already
-	// decided, an approval ID reused, a result already stored).
+	// decided, an approval ID reused, a result already stored, a stale
+	// version, a lease held by another).
 	ErrConflict = errors.New("store: conflict")
 	// ErrClosed: the Store was closed.
 	ErrClosed = errors.New("store: closed")
@@ -50,6 +53,17 @@ type Store interface {
 	Tokens
 	Pins
 	Events
+	// The world's services (services.go, messages.go, timers.go,
+	// leases.go).
+	Agents
+	Inboxes
+	Chats
+	Tasks
+	Knowledge
+	Memory
+	State
+	Timers
+	Leases
 	// Close waits for queued audit appends to commit, then releases the
 	// database. Later calls return ErrClosed. Close is idempotent.
 	Close() error

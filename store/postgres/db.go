@@ -76,6 +76,9 @@ func (s *Store) core() *sqlstore.Core {
 			return err
 		},
 		Claims: func() string { return dbNowUS },
+		// Rows are locked one by one: a write that checks a bound over
+		// several rows (an agent's memory keys) serializes on its key.
+		Serialize: `SELECT pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0))`,
 	})
 }
 

@@ -90,6 +90,30 @@ func Run(t *testing.T, open Opener) {
 			{"SentReachesOtherStore", testEvents},
 			{"SentBeforeCloseArrives", testEventsSentBeforeClose},
 		}},
+		{"Agents", []check{{"Lifecycle", testAgents}}},
+		{"Inboxes", []check{
+			{"Broadcast1000OneCall", testBroadcast},
+			{"PagesAckOwnerIsolationReply", testInbox},
+		}},
+		{"Chats", []check{{"MembersHistory", testChats}}},
+		{"Tasks", []check{{"LifecycleStaleVersion", testTasks}}},
+		{"Knowledge", []check{{"VersionsACLPrefix", testKnowledge}}},
+		{"Memory", []check{
+			{"WriteAppendTwoStores", testMemory},
+			{"KeyBound", testMemoryKeyBound},
+		}},
+		{"State", []check{
+			{"Versions", testState},
+			{"CAS100WritersTwoStores", testStateCASTwoStores},
+		}},
+		{"Timers", []check{
+			{"Lifecycle", testTimers},
+			{"FireOnceRaceAndRestart", testTimerFireRace},
+		}},
+		{"Leases", []check{
+			{"Lifecycle", testLeases},
+			{"TakeoverAfterExpiry", testLeaseTakeover},
+		}},
 	}
 	for _, r := range roles {
 		t.Run(r.role, func(t *testing.T) {

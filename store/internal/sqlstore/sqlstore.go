@@ -69,8 +69,14 @@ type Config struct {
 	// Decided, when set, runs in a decision's transaction (Postgres: the
 	// NOTIFY that wakes the other processes).
 	Decided func(ctx context.Context, q Querier, id string) error
-	// Claims measures run claims' leases (see ClaimClock).
+	// Claims measures run claims' and leases' time (see ClaimClock).
 	Claims ClaimClock
+	// Serialize, when set, is a statement with one text argument, a key,
+	// that a write transaction runs first to serialize itself with every
+	// other transaction running it for the same key, where rows are locked
+	// one by one (Postgres: a transaction advisory lock); "" where a write
+	// transaction holds the database's write lock from its start (SQLite).
+	Serialize string
 }
 
 // Core implements the roles' shared statements over a Config.
