@@ -64,11 +64,41 @@ func (p *Pipeline) ResetSession(ctx context.Context, session, via string) error 
 // session. The change stands whether or not the entry could be written;
 // the error says which.
 func (p *Pipeline) auditOperator(ctx context.Context, tool, session string, args map[string]any, result string) error {
-	b, _ := json.Marshal(args)
-	rec := &audit.Record{
-		ID: audit.NewID(), Time: p.opts.Now(), Phase: audit.PhaseFinish, Agent: Human, Session: session,
-		Tool: tool, Args: audit.Redact(b), DecidedBy: Human, Status: audit.StatusSuccess, Result: audit.Summary(result),
+	return p.AuditHuman(ctx, HumanAction{Tool: tool, Session: session, Args: args, Result: result})
+}
+
+// HumanAction is a change a person made outside a tool call — a message
+// posted to an agent, an agent stopped, a task reassigned from the REST
+// API or the CLI — as its audit entry records it.
+type HumanAction struct {
+	// Tool names the action ("session.extend", "inbox.post", …).
+	Tool string
+	// Agent is the agent the action concerns ("" when none: the entry
+	// then names the human as its agent).
+	Agent string
+	// Session is recorded as the entry's session ("" when none).
+	Session string
+	// Args are the action's arguments (redacted like a call's).
+	Args map[string]any
+	// Result is the one-line outcome written to the entry.
+	Result string
+}
+
+// AuditHuman writes the one audit entry of a human's action: decided_by
+// human, status success. The action has happened by then: it stands
+// whether or not the entry could be written, and the error (KindUnavailable)
+// says that the trail lacks it. Safe for concurrent use.
+func (p *Pipeline) AuditHuman(ctx context.Context, a HumanAction) error {
+	b, _ := json.Marshal(a.Args)
+	agent := a.Agent
+	if agent == "" {
+		agent = Human
 	}
+	rec := &audit.Record{
+		ID: audit.NewID(), Time: p.opts.Now(), Phase: audit.PhaseFinish, Agent: agent, Session: a.Session,
+		Tool: a.Tool, Args: audit.Redact(b), DecidedBy: Human, Status: audit.StatusSuccess, Result: audit.Summary(a.Result),
+	}
+	tool := a.Tool
 	if err := p.appendAudit(context.WithoutCancel(ctx), rec); err != nil {
 		return armory.E(tool, armory.KindUnavailable, "done, but its audit entry could not be written", err)
 	}
