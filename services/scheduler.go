@@ -77,7 +77,8 @@ func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
 	if err != nil {
 		return err
 	}
-	s := &scheduler{m: m, rt: rt, st: st, holder: m.opts.Replica, armed: map[string]*armed{}, dirs: map[string]int{}, pending: map[string]*pendingFire{}}
+	s := &scheduler{m: m, rt: rt, st: st, holder: m.opts.Replica, armed: map[string]*armed{}, dirs: map[string]int{},
+		pending: map[string]*pendingFire{}, failed: map[string]int64{}}
 	if !rt.Go(func() { s.run(ctx) }) {
 		return errors.New("the engine is closing")
 	}
@@ -113,6 +114,7 @@ type scheduler struct {
 	armed    map[string]*armed // timer ID → armed watch
 	dirs     map[string]int    // watched folder → armed watches in it
 	pending  map[string]*pendingFire
+	failed   map[string]int64 // timer ID → version that could not be armed (logged once)
 	lastSync int
 }
 
@@ -374,9 +376,13 @@ func (s *scheduler) arm(t *store.Timer) {
 	}
 	real, isDir, err := resolveWatch(s.rt.World.Workspace(t.Owner), t.Spec)
 	if err != nil {
-		s.m.log.Warn("timers: watch not armed", "timer", t.ID, "owner", t.Owner, "path", t.Spec, "err", err)
+		if s.failed[t.ID] != t.Version {
+			s.failed[t.ID] = t.Version
+			s.m.log.Warn("timers: watch not armed (retried on every sync)", "timer", t.ID, "owner", t.Owner, "path", t.Spec, "err", err)
+		}
 		return
 	}
+	delete(s.failed, t.ID)
 	var act timerAction
 	_ = json.Unmarshal(t.Action, &act)
 	deb, err := time.ParseDuration(act.Debounce)

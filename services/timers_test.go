@@ -157,6 +157,12 @@ func TestTimersExactlyOnceAcrossRestart(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "armory.db")
 	clk := newClock(t0)
 	e, m := start(t, world, db, clk.opts("one"))
+	var events atomic.Int64
+	defer e.Subscribe(func(ev pipeline.Event) {
+		if ev.Kind == EventTimer && ev.Agent == "architect" && ev.Ref != "" {
+			events.Add(1)
+		}
+	})()
 	ok(t, e, "architect", "util.timer", map[string]any{"name": "tea", "after": "10m", "message": "tea is ready"})
 	ok(t, e, "architect", "util.cron", map[string]any{"action": "create", "name": "standup", "schedule": "*/5 * * * *", "message": "stand up"})
 
@@ -165,6 +171,9 @@ func TestTimersExactlyOnceAcrossRestart(t *testing.T) {
 	waitRounds(t, 5, m)
 	if got := inbox(t, e.Store(), "architect"); len(got) != 2 {
 		t.Fatalf("after more rounds: %s", subjects(got))
+	}
+	if n := events.Load(); n != 2 {
+		t.Fatalf("%d timer events, want 2", n)
 	}
 	bodies := subjects(msgs)
 	if !strings.Contains(bodies, "tea is ready") || !strings.Contains(bodies, "stand up") {
@@ -302,6 +311,49 @@ func TestWatchFiresOnceAfterDebounce(t *testing.T) {
 	msgs = waitInbox(t, e.Store(), "architect", 2)
 	if !strings.Contains(msgs[1].Body, "done.md") {
 		t.Fatalf("second watch message: %q", msgs[1].Body)
+	}
+
+	// The watch is durable: the next server arms it again.
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e2, m2 := start(t, world, db, Options{TimerPoll: 10 * time.Millisecond})
+	waitRounds(t, 3, m2)
+	if err := os.Remove(filepath.Join(ws, "notes", "todo.md")); err != nil {
+		t.Fatal(err)
+	}
+	msgs = waitInbox(t, e2.Store(), "architect", 3)
+	if !strings.Contains(msgs[2].Body, "todo.md") {
+		t.Fatalf("watch message after a restart: %q", msgs[2].Body)
+	}
+}
+
+// A replica that died holding the lease (it never released it) is
+// replaced once its lease expires; until then nothing fires twice, and
+// the survivor fires what came due, once.
+func TestDeadReplicaLeasePassesOn(t *testing.T) {
+	world := testenv.ExampleWorld(t)
+	db := filepath.Join(t.TempDir(), "armory.db")
+	clk := newClock(t0)
+	cmd, _ := open(t, world, db, clk.opts("cmd"))
+	ok(t, cmd, "architect", "util.timer", map[string]any{"name": "late", "after": "1m"})
+	// The dead replica: it took the lease (1s) and was never heard of again.
+	if _, won, err := cmd.Store().AcquireLease(context.Background(), TimerLease, "dead-replica", time.Second); err != nil || !won {
+		t.Fatalf("acquire: %v %v", won, err)
+	}
+	if err := cmd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.set(t0.Add(2 * time.Minute))
+	e, m := start(t, world, db, clk.opts("survivor"))
+	waitInbox(t, e.Store(), "architect", 1) // after the dead replica's lease expired
+	waitRounds(t, 5, m)
+	if got := inbox(t, e.Store(), "architect"); len(got) != 1 {
+		t.Fatalf("after takeover: %s", subjects(got))
+	}
+	l, err := e.Store().InspectLease(context.Background(), TimerLease)
+	if err != nil || l.Holder != "survivor" || l.Fence < 2 {
+		t.Fatalf("lease: %+v %v", l, err)
 	}
 }
 
