@@ -563,7 +563,7 @@ func (m *Module) DeleteTimer(ctx context.Context, by HumanAuditor, id string) (T
 	t, err := st.GetTimer(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return TimerView{}, armory.E("timers.delete", armory.KindNotFound, fmt.Sprintf("no timer %q; `armory timers` lists them", id))
+			return TimerView{}, armory.E("timers.delete", armory.KindNotFound, fmt.Sprintf("no timer %q; `armory timers list` shows them", id))
 		}
 		return TimerView{}, store.Err("timers.delete", err)
 	}
