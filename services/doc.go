@@ -5,8 +5,9 @@
 //
 // It plugs into the engine as an engine.Module: Provision contributes the
 // services' syscall tools (syscall.task.create, channel.send, …) to the
-// catalog, so agents call them through the one pipeline like any tool, and
-// Close stops the timers. The persistence a service needs is an interface
+// catalog, so agents call them through the one pipeline like any tool;
+// Start (engine.Starter, `armory serve` only) runs the timers' scheduler,
+// which the engine stops before Close. The persistence a service needs is an interface
 // declared here, by its user, and implemented by the store backends
 // (store/sqlite, store/postgres), which run one conformance suite for it.
 //
