@@ -5,13 +5,15 @@
 //
 // It plugs into the engine as an engine.Module: Provision contributes the
 // services' syscall tools (syscall.task.create, channel.send, …) to the
-// catalog, so agents call them through the one pipeline like any tool, and
-// Close stops the timers. The rows and role contracts the services persist
-// through are declared in package store (store.Agents, Inboxes, Chats,
-// Tasks, Knowledge, Memory, State, Timers, Leases), because the backends
-// that implement them may not import a room; this package declares the
-// small sets of those roles it uses, and the backends (store/sqlite,
-// store/postgres) run one conformance suite for them (docs/design.md).
+// catalog, so agents call them through the one pipeline like any tool;
+// Start (engine.Starter, `armory serve` only) runs the timers' scheduler,
+// which the engine stops before Close. The rows and role contracts the
+// services persist through are declared in package store (store.Agents,
+// Inboxes, Chats, Tasks, Knowledge, Memory, State, Timers, Leases),
+// because the backends that implement them may not import a room; this
+// package declares the small sets of those roles it uses, and the
+// backends (store/sqlite, store/postgres) run one conformance suite for
+// them (docs/design.md).
 //
 // Rules (enforced by internal/archtest): a service depends downward only —
 // on engine, pipeline, roster, world, the root package and the store's

@@ -1,14 +1,17 @@
 package services
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/store"
 )
 
 // Name is the module's name: the source its tools show under.
@@ -17,8 +20,26 @@ const Name = "services"
 // Options configure the services module. The zero value gives the
 // defaults; New copies it.
 type Options struct {
-	// Clock returns the current time (zero: time.Now). Tests fix it.
+	// Clock returns the current time (zero: time.Now). Tests fix it. The
+	// timers' schedule follows it (when a one-shot or cron is due).
 	Clock func() time.Time
+
+	// MaxTimers bounds an agent's one-shot timers and crons together
+	// (default DefaultMaxTimers); MaxWatches its watches (default
+	// DefaultMaxWatches); MaxWatchesTotal the watches armed in one
+	// process (default DefaultMaxWatchesTotal).
+	MaxTimers, MaxWatches, MaxWatchesTotal int
+	// TimerPoll is how often the scheduler looks for due timers (default
+	// DefaultTimerPoll); DueBatch bounds the timers fired per look
+	// (default DefaultDueBatch, at most store.MaxPage).
+	TimerPoll time.Duration
+	DueBatch  int
+	// LeaseTTL is the lease of the replica that fires the timers (default
+	// DefaultLeaseTTL): a replica that dies is replaced within it.
+	LeaseTTL time.Duration
+	// Replica names this process as the lease's holder (default: host,
+	// process ID and a random suffix).
+	Replica string
 }
 
 // Module is the world's services as an engine.Module: Provision
@@ -33,11 +54,15 @@ type Module struct {
 	env    engine.Env
 	roster *roster.Roster
 	log    *slog.Logger
+
+	wake   chan struct{} // pokes the timer scheduler
+	rounds atomic.Int64  // scheduler rounds run while holding the lease (tests)
 }
 
 var (
 	_ engine.Module    = (*Module)(nil)
 	_ engine.Validator = (*Module)(nil)
+	_ engine.Starter   = (*Module)(nil)
 )
 
 // New returns the services module.
@@ -45,7 +70,14 @@ func New(o Options) *Module {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	return &Module{opts: o}
+	o.MaxTimers = cmp.Or(max(o.MaxTimers, 0), DefaultMaxTimers)
+	o.MaxWatches = cmp.Or(max(o.MaxWatches, 0), DefaultMaxWatches)
+	o.MaxWatchesTotal = cmp.Or(max(o.MaxWatchesTotal, 0), DefaultMaxWatchesTotal)
+	o.TimerPoll = cmp.Or(max(o.TimerPoll, 0), DefaultTimerPoll)
+	o.DueBatch = min(cmp.Or(max(o.DueBatch, 0), DefaultDueBatch), store.MaxPage)
+	o.LeaseTTL = cmp.Or(max(o.LeaseTTL, 0), DefaultLeaseTTL)
+	o.Replica = cmp.Or(o.Replica, replicaID())
+	return &Module{opts: o, wake: make(chan struct{}, 1)}
 }
 
 // Name is "services".
@@ -59,7 +91,7 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools()}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventTimer}}, nil
 }
 
 // Validate keeps the built roster: the world's agents.
@@ -70,13 +102,14 @@ func (m *Module) Validate(r *roster.Roster) error {
 	return nil
 }
 
-// Close releases nothing yet: the module starts no work of its own.
+// Close releases nothing: the timer scheduler (Start) is background work
+// of the engine, which ends it before Close.
 func (m *Module) Close() error { return nil }
 
 // tools returns a new instance of every service tool.
 func (m *Module) tools() []armory.Tool {
 	var out []armory.Tool
-	for _, t := range []*tool{thinkTool(), m.resourceUsageTool()} {
+	for _, t := range []*tool{thinkTool(), m.resourceUsageTool(), m.timerTool(), m.cronTool(), m.watchTool()} {
 		out = append(out, t)
 	}
 	return out
