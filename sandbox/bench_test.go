@@ -168,3 +168,19 @@ func BenchmarkRunTrueCgroup(b *testing.B) {
 	b.ReportMetric(float64(without.Microseconds())/float64(b.N), "us-watchdog/op")
 	b.ReportMetric(float64(withCg)/float64(without), "ratio")
 }
+
+// BenchmarkRunTrueLandlock is a full spawn of `true` through the
+// re-executed helper (Landlock, and the PID namespace where it can have
+// one): the helper's Go start, its confinement and the exec.
+func BenchmarkRunTrueLandlock(b *testing.B) {
+	if err := Detect().Check(BackendLandlock); err != nil {
+		b.Skipf("landlock unavailable: %v", err)
+	}
+	w := b.TempDir()
+	for b.Loop() {
+		out, err := Run(context.Background(), Confinement{Backend: BackendLandlock, Workspace: w}, []string{"true"}, nil)
+		if err != nil || out.ExitCode != 0 {
+			b.Fatalf("Run(true): %+v %v", out, err)
+		}
+	}
+}
