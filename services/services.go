@@ -9,6 +9,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/store"
 )
 
 // Name is the module's name: the source its tools show under.
@@ -19,6 +20,12 @@ const Name = "services"
 type Options struct {
 	// Clock returns the current time (zero: time.Now). Tests fix it.
 	Clock func() time.Time
+	// MaxWaiters bounds the syscall.ask calls waiting for a reply at once
+	// in this process (default DefaultMaxWaiters); one more is refused.
+	MaxWaiters int
+	// AskPoll is how often a waiting ask re-reads the store when no event
+	// woke it (default DefaultAskPoll).
+	AskPoll time.Duration
 }
 
 // Module is the world's services as an engine.Module: Provision
@@ -33,6 +40,8 @@ type Module struct {
 	env    engine.Env
 	roster *roster.Roster
 	log    *slog.Logger
+
+	waiters waiters // the asks waiting for replies
 }
 
 var (
@@ -44,6 +53,12 @@ var (
 func New(o Options) *Module {
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.MaxWaiters <= 0 {
+		o.MaxWaiters = DefaultMaxWaiters
+	}
+	if o.AskPoll <= 0 {
+		o.AskPoll = DefaultAskPoll
 	}
 	return &Module{opts: o}
 }
@@ -59,7 +74,7 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools()}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat}}, nil
 }
 
 // Validate keeps the built roster: the world's agents.
@@ -70,16 +85,31 @@ func (m *Module) Validate(r *roster.Roster) error {
 	return nil
 }
 
-// Close releases nothing yet: the module starts no work of its own.
-func (m *Module) Close() error { return nil }
+// Close stops listening to events; an ask still waiting ends at its
+// timeout or its call's end.
+func (m *Module) Close() error {
+	m.waiters.close()
+	return nil
+}
 
 // tools returns a new instance of every service tool.
 func (m *Module) tools() []armory.Tool {
 	var out []armory.Tool
-	for _, t := range []*tool{thinkTool(), m.resourceUsageTool()} {
+	for _, t := range []*tool{thinkTool(), m.resourceUsageTool(),
+		m.askTool(), m.replyTool(), m.inboxTool(), m.broadcastTool(),
+		m.chatCreateTool(), m.chatSendTool(), m.chatInviteTool(), m.chatRemoveTool(), m.chatListTool(), m.chatHistoryTool()} {
 		out = append(out, t)
 	}
 	return out
 }
 
 func (m *Module) now() time.Time { return m.opts.Clock() }
+
+// store returns the engine's store (opened on first use). Errors:
+// KindUnavailable.
+func (m *Module) store(ctx context.Context) (store.Store, error) {
+	m.mu.Lock()
+	env := m.env
+	m.mu.Unlock()
+	return env.Store(ctx)
+}
