@@ -106,4 +106,3 @@ func backends(t *testing.T, f func(t *testing.T, dsn string)) {
 	t.Run("sqlite", func(t *testing.T) { f(t, "") })
 	t.Run("postgres", func(t *testing.T) { f(t, testenv.PostgresSchema(t)) })
 }
-

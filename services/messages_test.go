@@ -63,7 +63,9 @@ func TestAskReply(t *testing.T) {
 	backends(t, func(t *testing.T, dsn string) {
 		w := open(t, msgWorld(t, "alice", "bob"), dsn, services.Options{})
 		done := make(chan pipeline.Outcome, 1)
-		go func() { done <- w.call("alice", "syscall.ask", map[string]any{"to": "bob", "message": "what is 6×7?", "timeout_secs": 60}) }()
+		go func() {
+			done <- w.call("alice", "syscall.ask", map[string]any{"to": "bob", "message": "what is 6×7?", "timeout_secs": 60})
+		}()
 
 		var in inboxPage
 		waitInbox(t, w.eng.Store(), "bob", 1)
@@ -101,7 +103,9 @@ func TestAskAcrossEngines(t *testing.T) {
 		asker := open(t, dir, dsn, services.Options{AskPoll: time.Hour})
 		replier := open(t, dir, dsn, services.Options{})
 		done := make(chan pipeline.Outcome, 1)
-		go func() { done <- asker.call("alice", "syscall.ask", map[string]any{"to": "bob", "message": "ping", "timeout_secs": 60}) }()
+		go func() {
+			done <- asker.call("alice", "syscall.ask", map[string]any{"to": "bob", "message": "ping", "timeout_secs": 60})
+		}()
 		msgs := waitInbox(t, replier.eng.Store(), "bob", 1)
 		replier.ok("bob", "syscall.reply", map[string]any{"message_id": msgs[0].ID, "message": "pong"}, nil)
 		select {
@@ -142,7 +146,9 @@ func TestAskTimeoutLeavesTheLateReply(t *testing.T) {
 func TestAskWaiterLimit(t *testing.T) {
 	w := open(t, msgWorld(t, "alice", "bob", "carol"), "", services.Options{MaxWaiters: 1})
 	done := make(chan pipeline.Outcome, 1)
-	go func() { done <- w.call("alice", "syscall.ask", map[string]any{"to": "bob", "message": "first", "timeout_secs": 60}) }()
+	go func() {
+		done <- w.call("alice", "syscall.ask", map[string]any{"to": "bob", "message": "first", "timeout_secs": 60})
+	}()
 	msgs := waitInbox(t, w.eng.Store(), "bob", 1)
 	w.fails("carol", "syscall.ask", map[string]any{"to": "bob", "message": "second"}, "already waiting")
 	if got := waitInbox(t, w.eng.Store(), "bob", 1); len(got) != 1 {
