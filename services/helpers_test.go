@@ -19,6 +19,12 @@ import (
 // services' tools: they are public) and returns its folder.
 func msgWorld(t testing.TB, ids ...string) string {
 	t.Helper()
+	return msgWorldWith(t, "", ids...)
+}
+
+// msgWorldWith is msgWorld with config appended to world-config.yaml.
+func msgWorldWith(t testing.TB, config string, ids ...string) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "w")
 	var b strings.Builder
 	b.WriteString("name: msgs\nagents:\n")
@@ -26,6 +32,7 @@ func msgWorld(t testing.TB, ids ...string) string {
 		fmt.Fprintf(&b, "  - id: %s\n    archetype: member\n", id)
 	}
 	b.WriteString("tool_privileges:\n  admin:\n    - syscall.resource.usage\n")
+	b.WriteString(config)
 	testenv.WriteTree(t, dir, map[string]string{
 		"world-config.yaml":          b.String(),
 		"archetype/member/config.md": "# member\n\n## Tool Access\nprivilege_groups: admin\n",
