@@ -40,6 +40,12 @@ type Options struct {
 	// Replica names this process as the lease's holder (default: host,
 	// process ID and a random suffix).
 	Replica string
+	// MaxWaiters bounds the syscall.ask calls waiting for a reply at once
+	// in this process (default DefaultMaxWaiters); one more is refused.
+	MaxWaiters int
+	// AskPoll is how often a waiting ask re-reads the store when no event
+	// woke it (default DefaultAskPoll).
+	AskPoll time.Duration
 }
 
 // Module is the world's services as an engine.Module: Provision
@@ -57,6 +63,7 @@ type Module struct {
 
 	wake   chan struct{} // pokes the timer scheduler
 	rounds atomic.Int64  // scheduler rounds run while holding the lease (tests)
+	waiters waiters // the asks waiting for replies
 }
 
 var (
@@ -77,6 +84,12 @@ func New(o Options) *Module {
 	o.DueBatch = min(cmp.Or(max(o.DueBatch, 0), DefaultDueBatch), store.MaxPage)
 	o.LeaseTTL = cmp.Or(max(o.LeaseTTL, 0), DefaultLeaseTTL)
 	o.Replica = cmp.Or(o.Replica, replicaID())
+	if o.MaxWaiters <= 0 {
+		o.MaxWaiters = DefaultMaxWaiters
+	}
+	if o.AskPoll <= 0 {
+		o.AskPoll = DefaultAskPoll
+	}
 	return &Module{opts: o, wake: make(chan struct{}, 1)}
 }
 
@@ -91,7 +104,7 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventTimer}}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventTimer}}, nil
 }
 
 // Validate keeps the built roster: the world's agents.
@@ -102,17 +115,33 @@ func (m *Module) Validate(r *roster.Roster) error {
 	return nil
 }
 
-// Close releases nothing: the timer scheduler (Start) is background work
-// of the engine, which ends it before Close.
-func (m *Module) Close() error { return nil }
+// Close stops listening to events; an ask still waiting ends at its
+// timeout or its call's end. The timer scheduler (Start) is background
+// work of the engine, which ends it before Close.
+func (m *Module) Close() error {
+	m.waiters.close()
+	return nil
+}
 
 // tools returns a new instance of every service tool.
 func (m *Module) tools() []armory.Tool {
 	var out []armory.Tool
-	for _, t := range []*tool{thinkTool(), m.resourceUsageTool(), m.timerTool(), m.cronTool(), m.watchTool()} {
+	for _, t := range []*tool{thinkTool(), m.resourceUsageTool(),
+		m.askTool(), m.replyTool(), m.inboxTool(), m.broadcastTool(),
+		m.chatCreateTool(), m.chatSendTool(), m.chatInviteTool(), m.chatRemoveTool(), m.chatListTool(), m.chatHistoryTool(),
+		m.timerTool(), m.cronTool(), m.watchTool()} {
 		out = append(out, t)
 	}
 	return out
 }
 
 func (m *Module) now() time.Time { return m.opts.Clock() }
+
+// store returns the engine's store (opened on first use). Errors:
+// KindUnavailable.
+func (m *Module) store(ctx context.Context) (store.Store, error) {
+	m.mu.Lock()
+	env := m.env
+	m.mu.Unlock()
+	return env.Store(ctx)
+}
