@@ -59,7 +59,7 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools()}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{TaskEventKind}}, nil
 }
 
 // Validate keeps the built roster: the world's agents.
@@ -77,6 +77,10 @@ func (m *Module) Close() error { return nil }
 func (m *Module) tools() []armory.Tool {
 	var out []armory.Tool
 	for _, t := range []*tool{thinkTool(), m.resourceUsageTool()} {
+		out = append(out, t)
+	}
+	// Tasks, knowledge, memory and state (tasks.go, knowledge.go, memory.go, state.go).
+	for _, t := range append(append(append(m.taskTools(), m.knowledgeTools()...), m.memoryTools()...), m.stateReadTool(), m.stateWriteTool()) {
 		out = append(out, t)
 	}
 	return out
