@@ -387,7 +387,7 @@ func (m *Module) agentIDs() []string {
 
 // knownAgent reports whether id is an agent of the world: one of the
 // roster's, or one created at run time (store.Agents).
-func (m *Module) knownAgent(ctx context.Context, st store.Store, id string) (bool, error) {
+func (m *Module) knownAgent(ctx context.Context, st agentGetter, id string) (bool, error) {
 	m.mu.Lock()
 	r := m.roster
 	m.mu.Unlock()
@@ -407,6 +407,11 @@ func (m *Module) knownAgent(ctx context.Context, st store.Store, id string) (boo
 	default:
 		return false, err
 	}
+}
+
+// agentGetter reads the agents created at run time.
+type agentGetter interface {
+	GetAgent(ctx context.Context, id string) (*store.Agent, error)
 }
 
 // checkAgent returns a failed result unless id, the argument what, names
@@ -452,6 +457,6 @@ func (m *Module) publish(ev pipeline.Event) {
 	env := m.env
 	m.mu.Unlock()
 	if err := env.Publish(ev); err != nil {
-		m.log.Debug("publishing an event", "kind", ev.Kind, "err", err)
+		m.log.Warn("services: event not published", "kind", ev.Kind, "ref", ev.Ref, "err", err)
 	}
 }

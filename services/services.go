@@ -104,7 +104,7 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventTimer}}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventTimer, TaskEventKind}}, nil
 }
 
 // Validate keeps the built roster: the world's agents.
@@ -130,6 +130,10 @@ func (m *Module) tools() []armory.Tool {
 		m.askTool(), m.replyTool(), m.inboxTool(), m.broadcastTool(),
 		m.chatCreateTool(), m.chatSendTool(), m.chatInviteTool(), m.chatRemoveTool(), m.chatListTool(), m.chatHistoryTool(),
 		m.timerTool(), m.cronTool(), m.watchTool()} {
+		out = append(out, t)
+	}
+	// Tasks, knowledge, memory and state (tasks.go, knowledge.go, memory.go, state.go).
+	for _, t := range append(append(append(m.taskTools(), m.knowledgeTools()...), m.memoryTools()...), m.stateReadTool(), m.stateWriteTool()) {
 		out = append(out, t)
 	}
 	return out
