@@ -61,9 +61,9 @@ type Module struct {
 	roster *roster.Roster
 	log    *slog.Logger
 
-	wake   chan struct{} // pokes the timer scheduler
-	rounds atomic.Int64  // scheduler rounds run while holding the lease (tests)
-	waiters waiters // the asks waiting for replies
+	wake    chan struct{} // pokes the timer scheduler
+	rounds  atomic.Int64  // scheduler rounds run while holding the lease (tests)
+	waiters waiters       // the asks waiting for replies
 }
 
 var (
