@@ -110,8 +110,11 @@ type Confinement struct {
 	// PassEnv names variables copied from this process's environment when
 	// set (for example GITHUB_TOKEN). Env wins over PassEnv.
 	PassEnv []string
-	// Timeout bounds the run's wall-clock time; default DefaultTimeout.
-	// When it expires the whole process tree is killed.
+	// Timeout bounds the command's wall-clock time; default
+	// DefaultTimeout. It counts from the moment the sandbox has started
+	// the command: the sandbox's own start is bounded apart (10 s), so a
+	// loaded machine that is slow to start the sandbox does not eat a short
+	// timeout. When it expires the whole process tree is killed.
 	Timeout time.Duration
 	// MaxOutput is the number of bytes kept per stream; default
 	// DefaultMaxOutput. The rest is read and discarded.

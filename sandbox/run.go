@@ -46,7 +46,8 @@ type Report struct {
 	// run's pids cgroup refused (pids.events "max"); always 0 under the
 	// watchdog.
 	ProcessLimitHits int
-	// Duration is the wall-clock time from start to the end of the run.
+	// Duration is the wall-clock time from the command's start to the end
+	// of the run.
 	Duration time.Duration
 	// Backend is the backend that ran the command.
 	Backend Backend
@@ -204,15 +205,23 @@ type proc struct {
 	inW       *os.File // write end of stdin, when launch.stdin
 }
 
+// startBound bounds the sandbox's own start — bwrap up to its handshake,
+// the helper up to its exec of the command — apart from the command's
+// Timeout: on a loaded machine the start of a re-executed helper can take
+// longer than a short timeout, which would otherwise read as a sandbox
+// that could not start (the command never ran) rather than a command that
+// ran out of time.
+const startBound = 10 * time.Second
+
 // execute is the engine shared by every backend: pipes, start, handshake,
 // wait with timeout / cancel / process watchdog, tree kill, bounded drain.
+// The command's Timeout counts from the end of the handshake.
 func execute(ctx context.Context, l *launch, sink *progressSink) (Report, error) {
-	start := time.Now()
-	p, err := startLaunch(l, start.Add(l.r.Timeout))
+	p, err := startLaunch(l, time.Now().Add(startBound))
 	if err != nil {
 		return Report{Backend: l.backend}, err
 	}
-	return p.supervise(ctx, l.r, sink, start), nil
+	return p.supervise(ctx, l.r, sink, time.Now()), nil
 }
 
 // startLaunch starts l's process, watches for its exit and runs the

@@ -182,3 +182,17 @@ func TestNoLeaks(t *testing.T) {
 		checkClean(t, "")
 	})
 }
+
+// TestTimeoutCountsFromTheCommandsStart: the sandbox's own start is not
+// charged to the command's timeout. With a timeout far below any start
+// (1 ns), the command is started and then timed out — a timeout the
+// caller can read — instead of Run failing as a sandbox that did not start
+// (which a loaded machine made of every short timeout).
+func TestTimeoutCountsFromTheCommandsStart(t *testing.T) {
+	forEach(t, allBackends, func(t *testing.T, b Backend) {
+		out := run(t, Confinement{Backend: b, Workspace: ws(t), Timeout: time.Nanosecond}, nil, "sleep", "5")
+		if !out.TimedOut || !out.Killed || out.KillReason != "timeout" {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
+}
