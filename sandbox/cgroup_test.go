@@ -192,7 +192,10 @@ func TestProcessLimitFromPolicy(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				p := Confinement{Backend: b, Workspace: ws(t), Timeout: time.Minute, Limits: Limits{Processes: c.limit}}
-				script := fmt.Sprintf("for i in $(seq %d); do sleep 2 & done; wait; echo ok", c.sleeps)
+				// The sleeps outlast any spawn rate (a loaded machine took over
+				// 2 s to start 300, and the first ones ended before the tree
+				// reached the limit); the script ends them itself once all run.
+				script := fmt.Sprintf("for i in $(seq %d); do sleep 60 & done; kill $(jobs -p) 2>/dev/null; wait; echo ok", c.sleeps)
 				out := run(t, p, nil, "bash", "-c", script)
 				if out.ProcessLimit != limitByCgroup {
 					t.Errorf("ProcessLimit %q", out.ProcessLimit)
