@@ -8,6 +8,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 )
 
@@ -19,6 +20,10 @@ const Name = "services"
 type Options struct {
 	// Clock returns the current time (zero: time.Now). Tests fix it.
 	Clock func() time.Time
+	// StatusTTL bounds how long the stopped-agent gate trusts its snapshot
+	// of the agents' status when no event says it changed (zero:
+	// DefaultStatusTTL). See agents.go.
+	StatusTTL time.Duration
 }
 
 // Module is the world's services as an engine.Module: Provision
@@ -33,11 +38,15 @@ type Module struct {
 	env    engine.Env
 	roster *roster.Roster
 	log    *slog.Logger
+
+	gate   *agentGate // the stopped-agent gate (agents.go)
+	opened time.Time  // when the module was made: a world agent's uptime
 }
 
 var (
 	_ engine.Module    = (*Module)(nil)
 	_ engine.Validator = (*Module)(nil)
+	_ engine.Starter   = (*Module)(nil)
 )
 
 // New returns the services module.
@@ -45,7 +54,12 @@ func New(o Options) *Module {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	return &Module{opts: o}
+	if o.StatusTTL <= 0 {
+		o.StatusTTL = DefaultStatusTTL
+	}
+	m := &Module{opts: o, opened: time.Now()}
+	m.gate = &agentGate{m: m}
+	return m
 }
 
 // Name is "services".
@@ -59,14 +73,52 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools()}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventAgent}, Gate: m.gate}, nil
 }
 
-// Validate keeps the built roster: the world's agents.
+// Validate keeps the built roster, the world's agents, and hosts the
+// agents created at run time that the store keeps — when the command
+// opened the store (engine.Env.OpenedStore): a command that only reads
+// the world sees the world's agents alone.
 func (m *Module) Validate(r *roster.Roster) error {
 	m.mu.Lock()
 	m.roster = r
+	env := m.env
 	m.mu.Unlock()
+	if _, ok := env.OpenedStore(); ok {
+		m.restore(context.Background(), r)
+	}
+	return nil
+}
+
+// Start listens, in a long-lived process, to the other processes' agent
+// events: a stop or start there drops the gate's snapshot here at once
+// (not after StatusTTL), an agent created there is hosted here too.
+func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
+	evs := make(chan pipeline.Event, 256)
+	unsub := rt.SubscribePeers(func(ev pipeline.Event) {
+		if ev.Kind != EventAgent {
+			return
+		}
+		m.gate.invalidate() // at once, even if the queue is full
+		select {
+		case evs <- ev:
+		default:
+		}
+	})
+	if !rt.Go(func() {
+		defer unsub()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-evs:
+				m.onPeerAgent(ctx, ev)
+			}
+		}
+	}) {
+		unsub()
+	}
 	return nil
 }
 
@@ -76,7 +128,7 @@ func (m *Module) Close() error { return nil }
 // tools returns a new instance of every service tool.
 func (m *Module) tools() []armory.Tool {
 	var out []armory.Tool
-	for _, t := range []*tool{thinkTool(), m.resourceUsageTool()} {
+	for _, t := range append([]*tool{thinkTool(), m.resourceUsageTool()}, m.agentTools()...) {
 		out = append(out, t)
 	}
 	return out
