@@ -2,8 +2,8 @@ package services_test
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
