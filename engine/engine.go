@@ -280,6 +280,18 @@ func (e *Engine) Close() error {
 	return e.closeErr
 }
 
+// Module returns the provisioned module named name, or nil: a surface
+// reaches a module's methods for humans through it (the server, the
+// services module's agents).
+func (e *Engine) Module(name string) Module {
+	for _, m := range e.mods {
+		if m.Name() == name {
+			return m
+		}
+	}
+	return nil
+}
+
 // World returns the loaded world.
 func (e *Engine) World() *world.World { return e.world }
 
