@@ -13,7 +13,7 @@ import (
 // `armory agents start` lets it call again; list shows the status.
 func TestCLIAgentsStopStart(t *testing.T) {
 	w := testenv.WriteTree(t, t.TempDir(), map[string]string{
-		"world-config.yaml": "name: agents\ntool_privileges:\n  admin: [syscall.agent.stop, syscall.agent.start, syscall.agent.create]\nagents:\n  - id: boss\n  - id: worker\n",
+		"world-config.yaml":          "name: agents\ntool_privileges:\n  admin: [syscall.agent.stop, syscall.agent.start, syscall.agent.create]\nagents:\n  - id: boss\n  - id: worker\n",
 		"archetype/boss/config.md":   "## Tool Access\nprivilege_groups: admin\n",
 		"archetype/worker/config.md": "## Tool Access\n- think\n",
 	})
