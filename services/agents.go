@@ -135,6 +135,10 @@ func (g *agentGate) refresh(ctx context.Context) (*statusSnap, error) {
 	return s, nil
 }
 
+// Gate returns the module's stopped-agent gate (the one its Provision
+// contributes), for embedders that build a pipeline themselves.
+func (m *Module) Gate() pipeline.Gate { return m.gate }
+
 // invalidate makes the next call read the status again.
 func (g *agentGate) invalidate() { g.gen.Add(1) }
 
@@ -345,6 +349,20 @@ func (m *Module) humanSet(ctx context.Context, a Auditor, id, via string, to sto
 		tool, verb = "agent.start", "started"
 	}
 	return info, a.AuditHuman(ctx, pipeline.HumanAction{Tool: tool, Agent: id, Args: map[string]any{"agent": id, "via": via}, Result: fmt.Sprintf("agent %s %s by %s via %s", id, verb, pipeline.Human, via)})
+}
+
+// Created reports whether st keeps agent id as an agent created at run
+// time (not a world agent's status row), for a command that opens the
+// store without hosting the created agents (armory token create).
+func Created(ctx context.Context, st store.Agents, id string) (bool, error) {
+	r, err := st.GetAgent(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return r.CreatedBy != WorldRow, nil
 }
 
 // restore hosts the agents created at run time that the store keeps and

@@ -43,6 +43,9 @@ func TestCLIAgentsStopStart(t *testing.T) {
 	if r := armoryCmd(t, env, "call", "hand", "think", "--args", `{"thought":"new"}`); r.code != 0 {
 		t.Fatalf("created agent's call: %+v", r)
 	}
+	if r := armoryCmd(t, env, "token", "create", "hand"); r.code != 0 || !strings.HasPrefix(r.stdout, "armory_") {
+		t.Fatalf("token for a created agent: %+v", r)
+	}
 	if r := armoryCmd(t, env, "agents", "start", "worker", "--json"); r.code != 0 || !strings.Contains(r.stdout, `"status": "running"`) {
 		t.Fatalf("start: %+v", r)
 	}
