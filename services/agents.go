@@ -27,12 +27,15 @@ import (
 // The gate. The pipeline asks the module's gate (engine.Contribution.Gate,
 // pipeline.Gate) on every call whether the calling agent may make calls.
 // The gate answers from a snapshot of the stopped agents, read from the
-// store at most every Options.StatusTTL and at once after a change: a
-// stop or start in this process drops the snapshot at once, one in
-// another process does when its "agent" event arrives (a started engine
-// listens to its peers' events), and the TTL bounds how long a lost event
-// can leave a stop unseen. So a call costs an atomic load and a map
-// lookup, not a store round trip.
+// store at most every Options.StatusTTL and at once after a change made
+// in this process; a change made by another process is seen within the
+// TTL (one read of the agents per TTL per busy process). Each read also
+// hosts the agents another process created meanwhile. So a call costs an
+// atomic load and a map lookup, not a store round trip. The "agent" event
+// each change publishes is for the humans' streams (/api/events); the
+// gate does not listen to the other processes' events, because a process
+// that listens makes every process on a SQLite store write every event
+// (docs/design.md).
 
 // EventAgent is the kind of event the agents service publishes when an
 // agent is created, stopped or started: Agent and Ref name it, Message
@@ -46,7 +49,7 @@ const WorldRow = "world-config.yaml"
 
 // DefaultStatusTTL is how long the gate trusts its snapshot of the
 // stopped agents when no event says it changed.
-const DefaultStatusTTL = 2 * time.Second
+const DefaultStatusTTL = time.Second
 
 // agentStore is what the agents service needs of the store.
 type agentStore interface {
@@ -126,9 +129,13 @@ func (g *agentGate) refresh(ctx context.Context) (*statusSnap, error) {
 		return nil, armory.E("", armory.KindUnavailable, "the agents' status cannot be read, so no call runs: "+err.Error())
 	}
 	s := &statusSnap{gen: gen, at: at, stopped: map[string]*store.Agent{}}
+	h, _ := g.m.hosted()
 	for _, a := range rows {
 		if a.Status == store.AgentStopped {
 			s.stopped[a.ID] = a
+		}
+		if h != nil {
+			g.m.host(h, a) // created by another process since
 		}
 	}
 	g.snap.Store(s)
@@ -389,11 +396,15 @@ func (m *Module) host(h *roster.Roster, r *store.Agent) {
 	if _, err := h.Agent(r.ID); err == nil {
 		return
 	}
+	if _, failed := m.unhostable.Load(r.ID); failed {
+		return // warned once
+	}
 	def, err := h.World.NewAgent(r.ID, r.Archetype)
 	if err == nil {
 		_, err = h.Add(def)
 	}
 	if err != nil && armory.KindOf(err) != armory.KindConflict {
+		m.unhostable.Store(r.ID, true)
 		m.logger().Warn("agents: a created agent cannot be hosted", "agent", r.ID, "archetype", r.Archetype, "err", armory.Message(err))
 	}
 }
@@ -433,26 +444,4 @@ func (m *Module) createAgent(ctx context.Context, id, arch, creator string) (Age
 	}
 	m.agentChanged(id, "created")
 	return m.info(h, ag, r, time.Now()), nil
-}
-
-// onPeerAgent handles another process's "agent" event: the status
-// snapshot is stale; a created agent is hosted here too.
-func (m *Module) onPeerAgent(ctx context.Context, ev pipeline.Event) {
-	m.gate.invalidate()
-	if ev.Message != "created" || ev.Ref == "" {
-		return
-	}
-	h, err := m.hosted()
-	if err != nil {
-		return
-	}
-	st, err := m.agentStore(ctx)
-	if err != nil {
-		return
-	}
-	r, err := st.GetAgent(ctx, ev.Ref)
-	if err != nil {
-		return
-	}
-	m.host(h, r)
 }

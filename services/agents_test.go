@@ -160,32 +160,25 @@ func TestStoppedAgentRefusedThenStarted(t *testing.T) {
 }
 
 // Two engines on one database, as two processes: a stop in one is
-// honoured by the other — at once when it listens to its peers (a started
-// engine, as armory serve), within StatusTTL when it does not (its
-// snapshot was read before the stop), and at its first call when it opens
-// after the stop.
+// honoured by the other within its StatusTTL (its snapshot was read
+// before the stop), and at the first call of an engine opened after it.
 func TestStopAcrossEngines(t *testing.T) {
 	backends(t, func(t *testing.T, dir, db string) {
 		a := open(t, dir, db, services.Options{})
-		b := open(t, dir, db, services.Options{StatusTTL: time.Hour}) // only the event can tell b
-		c := open(t, dir, db, services.Options{StatusTTL: 200 * time.Millisecond})
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		if err := b.e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		b := open(t, dir, db, services.Options{StatusTTL: 200 * time.Millisecond})
 		b.ok("worker", "think", `{"thought":"b reads the status"}`)
-		c.ok("worker", "think", `{"thought":"c reads the status"}`)
 
 		a.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`)
+		start := time.Now()
 		eventually(t, func() bool { return b.call("worker", "think", `{"thought":"x"}`).Status == audit.StatusBlocked })
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("the stop took %s to reach the other engine (TTL 200ms)", d)
+		}
 		refusedStopped(t, b.call("worker", "think", `{"thought":"x"}`), "worker")
-		eventually(t, func() bool { return c.call("worker", "think", `{"thought":"x"}`).Status == audit.StatusBlocked })
 		d := open(t, dir, db, services.Options{})
 		refusedStopped(t, d.call("worker", "think", `{"thought":"x"}`), "worker")
 
-		// Started in b: a, which never listened, sees it within its TTL
-		// (default 2s); b at once.
+		// Started in b: a sees it within its TTL (default 1s).
 		b.ok("boss", "syscall.agent.start", `{"agent":"worker"}`)
 		b.ok("worker", "think", `{"thought":"b: back"}`)
 		eventually(t, func() bool { return a.call("worker", "think", `{"thought":"x"}`).Status == audit.StatusSuccess })
@@ -266,20 +259,21 @@ func TestCreateAgent(t *testing.T) {
 	})
 }
 
-// A created agent in one started engine is hosted by another started
-// engine on the same database without reopening it.
+// An agent created in one engine is hosted by another engine on the same
+// database without reopening it: the gate's next read of the status (its
+// StatusTTL) hosts it.
 func TestCreatedAgentReachesPeer(t *testing.T) {
 	dir := testenv.WriteTree(t, t.TempDir(), agentWorld)
 	db := filepath.Join(dir, "agents.db")
 	a := open(t, dir, db, services.Options{})
-	b := open(t, dir, db, services.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	if err := b.e.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b := open(t, dir, db, services.Options{StatusTTL: 100 * time.Millisecond})
+	b.ok("worker", "think", `{"thought":"b reads the status"}`)
 	a.ok("boss", "syscall.agent.create", `{"id":"newbie","archetype":"worker"}`)
-	eventually(t, func() bool { return b.call("newbie", "think", `{"thought":"hi"}`).Status == audit.StatusSuccess })
+	// Any call of b reads the status again once its TTL has passed.
+	eventually(t, func() bool {
+		b.call("worker", "think", `{"thought":"x"}`)
+		return b.call("newbie", "think", `{"thought":"x"}`).Status == audit.StatusSuccess
+	})
 }
 
 func TestAgentPrivileges(t *testing.T) {
@@ -355,4 +349,24 @@ func TestInspectMemory(t *testing.T) {
 	if e, err := st.ReadMemory(ctx, "worker", "plan"); err != nil || e.Value != "finish the report" {
 		t.Fatalf("memory after inspect: %v %+v", err, e)
 	}
+}
+
+// A world that leaves the control tools public (in no privilege group)
+// does not hand them to every agent: the tools refuse.
+func TestControlToolsMustBeGranted(t *testing.T) {
+	dir := testenv.WriteTree(t, t.TempDir(), map[string]string{
+		"world-config.yaml":     "name: open\nagents:\n  - id: a\n  - id: b\n",
+		"archetype/a/config.md": "## Tool Access\n- think\n",
+		"archetype/b/config.md": "## Tool Access\n- think\n",
+	})
+	w := open(t, dir, filepath.Join(dir, "agents.db"), services.Options{})
+	for _, tc := range [][2]string{{"syscall.agent.stop", `{"agent":"b"}`}, {"syscall.agent.start", `{"agent":"b"}`},
+		{"syscall.agent.create", `{"id":"c","archetype":"a"}`}, {"syscall.agent.inspect", `{"agent":"b"}`}} {
+		o := w.call("a", tc[0], tc[1])
+		if o.Kind != armory.KindPermission || !strings.Contains(o.Result, "in no privilege group") {
+			t.Errorf("%s in an open world: %s %v %s", tc[0], o.Status, o.Kind, o.Result)
+		}
+	}
+	w.ok("b", "think", `{"thought":"not stopped"}`)
+	w.ok("a", "syscall.agent.list", `{}`)
 }

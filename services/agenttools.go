@@ -28,6 +28,23 @@ var (
 	manControl = armory.Manifest{Danger: armory.DangerDangerous, Permission: armory.PermAuto, Category: armory.CatAgent, Capabilities: []armory.Capability{armory.CapAgentControl, armory.CapWriteState}}
 )
 
+// granted refuses an agent-control call in a world that leaves the tool
+// public (in no privilege group): stopping, starting, creating and
+// inspecting agents must be granted on purpose (seed 000's admin group),
+// not fall to every agent because the world did not mention the tool.
+func (m *Module) granted(c call) *armory.Result {
+	h, err := m.hosted()
+	if err != nil {
+		r := armory.FailErr(err)
+		return &r
+	}
+	if h.Privileges == nil || h.Privileges.IsPublic(c.op) {
+		r := c.fail(armory.KindPermission, "%s is in no privilege group of this world, and controlling agents must be granted on purpose: the world's owner lists it in a group of world-config.yaml tool_privileges (seed 000: admin) and gives that group to the agents that may use it", c.op)
+		return &r
+	}
+	return nil
+}
+
 // agentArg is the {agent} argument of inspect, stop and start.
 type agentArg struct {
 	Agent string `json:"agent"`
@@ -71,6 +88,9 @@ func (m *Module) agentInspectTool() *tool {
 		},
 		man: manInspect,
 		run: func(ctx context.Context, c call) armory.Result {
+			if r := m.granted(c); r != nil {
+				return *r
+			}
 			var a struct {
 				Agent  string `json:"agent"`
 				Key    string `json:"key"`
@@ -128,6 +148,9 @@ func (m *Module) agentCreateTool() *tool {
 		},
 		man: manControl,
 		run: func(ctx context.Context, c call) armory.Result {
+			if r := m.granted(c); r != nil {
+				return *r
+			}
 			var a struct {
 				ID        string `json:"id"`
 				Archetype string `json:"archetype"`
@@ -153,6 +176,9 @@ func (m *Module) agentStopTool() *tool {
 		},
 		man: manControl,
 		run: func(ctx context.Context, c call) armory.Result {
+			if r := m.granted(c); r != nil {
+				return *r
+			}
 			var a agentArg
 			if err := c.decode(&a); err != nil {
 				return armory.FailErr(err)
@@ -185,6 +211,9 @@ func (m *Module) agentStartTool() *tool {
 		},
 		man: manControl,
 		run: func(ctx context.Context, c call) armory.Result {
+			if r := m.granted(c); r != nil {
+				return *r
+			}
 			var a agentArg
 			if err := c.decode(&a); err != nil {
 				return armory.FailErr(err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 )
 
@@ -41,12 +40,14 @@ type Module struct {
 
 	gate   *agentGate // the stopped-agent gate (agents.go)
 	opened time.Time  // when the module was made: a world agent's uptime
+	// unhostable are the created agents whose archetype does not load
+	// (warned about once).
+	unhostable sync.Map
 }
 
 var (
 	_ engine.Module    = (*Module)(nil)
 	_ engine.Validator = (*Module)(nil)
-	_ engine.Starter   = (*Module)(nil)
 )
 
 // New returns the services module.
@@ -87,37 +88,6 @@ func (m *Module) Validate(r *roster.Roster) error {
 	m.mu.Unlock()
 	if _, ok := env.OpenedStore(); ok {
 		m.restore(context.Background(), r)
-	}
-	return nil
-}
-
-// Start listens, in a long-lived process, to the other processes' agent
-// events: a stop or start there drops the gate's snapshot here at once
-// (not after StatusTTL), an agent created there is hosted here too.
-func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
-	evs := make(chan pipeline.Event, 256)
-	unsub := rt.SubscribePeers(func(ev pipeline.Event) {
-		if ev.Kind != EventAgent {
-			return
-		}
-		m.gate.invalidate() // at once, even if the queue is full
-		select {
-		case evs <- ev:
-		default:
-		}
-	})
-	if !rt.Go(func() {
-		defer unsub()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev := <-evs:
-				m.onPeerAgent(ctx, ev)
-			}
-		}
-	}) {
-		unsub()
 	}
 	return nil
 }
