@@ -142,6 +142,7 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 	var ropts roster.Options
 	ropts.Builtins = opts.Builtins
 	var warns world.Diagnostics
+	var gates []pipeline.Gate
 	if opts.Skip&Modules == 0 {
 		for _, m := range append([]Module{Upstreams()}, opts.Modules...) {
 			env := Env{World: e.world, Logger: opts.Logger, store: e.store, eng: e, module: m.Name()}
@@ -154,6 +155,9 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 				return nil, err
 			}
 			ropts = c.addTo(ropts, m.Name())
+			if c.Gate != nil {
+				gates = append(gates, c.Gate)
+			}
 			warns = append(warns, c.Warnings...)
 		}
 	}
@@ -173,7 +177,7 @@ func Open(ctx context.Context, opts Options) (_ *Engine, err error) {
 			return nil, err
 		}
 	}
-	popts := pipeline.Options{Store: e.st, RunLease: opts.RunLease, OnEvent: e.emit}
+	popts := pipeline.Options{Store: e.st, RunLease: opts.RunLease, OnEvent: e.emit, Gates: gates}
 	if opts.Skip&Trail == 0 {
 		e.fol = trail.Start(filepath.Join(e.world.Dir, ".armory", "audit"), e.st, trail.Options{Logger: opts.Logger})
 		popts.AfterAudit = e.fol.Committed
@@ -274,6 +278,18 @@ func (e *Engine) Close() error {
 		e.closeErr = errors.Join(errs...)
 	})
 	return e.closeErr
+}
+
+// Module returns the provisioned module named name, or nil: a surface
+// reaches a module's methods for humans through it (the server, the
+// services module's agents).
+func (e *Engine) Module(name string) Module {
+	for _, m := range e.mods {
+		if m.Name() == name {
+			return m
+		}
+	}
+	return nil
 }
 
 // World returns the loaded world.

@@ -85,6 +85,17 @@ func (e Env) SubscribePeers(f func(pipeline.Event)) (unsubscribe func()) {
 	return e.eng.SubscribePeers(f)
 }
 
+// OpenedStore returns the engine's store if a part of the runtime opened
+// it already (Open opens it first unless Options.Skip has Store), without
+// opening it: a module that only wants the store when the command has one
+// (the services module restores the agents created at run time) asks here.
+func (e Env) OpenedStore() (store.Store, bool) {
+	if e.eng == nil || e.eng.st == nil {
+		return nil, false
+	}
+	return e.eng.st, true
+}
+
 // Store returns the engine's store, opening it if no part needed it yet.
 // Errors: KindUnavailable for a store that cannot be opened; KindInvalid
 // for an Env the engine did not build.
@@ -110,6 +121,11 @@ type Contribution struct {
 	// declared kinds cross between processes: a peer's event of a kind
 	// nobody declared here is dropped.
 	EventKinds []string
+	// Gate, when set, joins the pipeline's gates (pipeline.Gate): it
+	// decides, on every call, whether the calling agent may make calls at
+	// all — the services module refuses a stopped agent's calls there, so
+	// every surface refuses them. It must be cheap: it runs on every call.
+	Gate pipeline.Gate
 }
 
 // addTo adds c to o, its tools under the source of the module named

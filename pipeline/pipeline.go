@@ -2,7 +2,7 @@
 // every surface (library, CLI, MCP, REST), goes through Pipeline.Execute,
 // whose stages run in this order, each returning a decision with reasons:
 //
-//	lookup → validate → caps and loop detection → screen (terminal tools)
+//	lookup (and the gates: a stopped agent) → validate → caps and loop detection → screen (terminal tools)
 //	→ veto and bias patterns → permission level and approval → run → audit
 //
 // A refusal at any stage is a Result a model can read (what stopped the call
@@ -61,6 +61,10 @@ type Options struct {
 	ResultWait time.Duration
 	// Holder names this process in run claims (default host/pid/random).
 	Holder string
+	// Gates decide, right after lookup finds the agent, whether the agent
+	// may make calls at all (a stopped agent; see Gate). Every call and
+	// every resumed call passes them, in order.
+	Gates []Gate
 }
 
 // Pipeline runs calls for the agents of one roster. Safe for concurrent use.

@@ -70,6 +70,9 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		return refuse(audit.StatusError, armory.KindNotFound, "%s", armory.Message(err))
 	}
 	s.ag = ag
+	if r := p.gate(ctx, s); r != nil {
+		return r
+	}
 	t, real, err := ag.Registry.Find(s.c.Tool)
 	if err != nil {
 		s.stage("lookup", "error", armory.Message(err))

@@ -9,12 +9,15 @@ package roster
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
@@ -80,6 +83,17 @@ type Roster struct {
 	pipe               map[string]*PipelineTool
 	// module maps the name of each Options.Modules tool to its source.
 	module map[string]string
+
+	// added are the agents created at run time (Add), copy-on-write: a
+	// reader loads the pointer, Add swaps in a new set under addMu.
+	added atomic.Pointer[addedAgents]
+	addMu sync.Mutex
+}
+
+// addedAgents are the agents Add added, in the order added.
+type addedAgents struct {
+	byID  map[string]*Agent
+	order []*Agent
 }
 
 // Agent is one hosted agent.
@@ -457,22 +471,80 @@ func (h *Roster) unavailable(name string) (string, bool) {
 	return why, best != ""
 }
 
-// Agent returns the hosted agent id, or an error of kind KindNotFound.
+// Agent returns the hosted agent id (of the world or added at run time),
+// or an error of kind KindNotFound.
 func (h *Roster) Agent(id string) (*Agent, error) {
 	if a, ok := h.agents[id]; ok {
 		return a, nil
 	}
+	if ad := h.added.Load(); ad != nil {
+		if a, ok := ad.byID[id]; ok {
+			return a, nil
+		}
+	}
 	ids := h.World.AgentIDs()
+	if ad := h.added.Load(); ad != nil {
+		for _, a := range ad.order {
+			ids = append(ids, a.ID)
+		}
+	}
 	return nil, armory.E("roster.Agent", armory.KindNotFound, fmt.Sprintf("unknown agent %q (agents: %s)", id, joinOrNone(ids)))
 }
 
-// Agents returns the agents in world order.
+// Agents returns the agents in world order, then those added at run time
+// in the order they were added.
 func (h *Roster) Agents() []*Agent {
-	out := make([]*Agent, 0, len(h.agents))
+	ad := h.added.Load()
+	n := len(h.agents)
+	if ad != nil {
+		n += len(ad.order)
+	}
+	out := make([]*Agent, 0, n)
 	for _, id := range h.World.AgentIDs() {
 		out = append(out, h.agents[id])
 	}
+	if ad != nil {
+		out = append(out, ad.order...)
+	}
 	return out
+}
+
+// Add builds the registry of an agent created at run time — def as
+// world.World.NewAgent returns it: an archetype's config — exactly as a
+// world agent's is built (same catalog, access policy, toolkits, network
+// and roots), and hosts it: Agent, Agents and every surface that asks the
+// roster find it from then on. The world (World.Agents) is not changed.
+// A pipeline tool (approval.list, approval.decide) is in the catalog only
+// when a world agent gets it, so an added agent whose archetype no world
+// agent shares may lack it (Explain says so).
+//
+// Errors (*armory.Error): KindConflict for an id the roster hosts
+// already; KindInvalid for a def without an id. Safe for concurrent use
+// with every reader of the roster.
+func (h *Roster) Add(def *world.Agent) (*Agent, error) {
+	const op = "roster.Add"
+	if def == nil || def.ID == "" {
+		return nil, armory.E(op, armory.KindInvalid, "an agent to add needs an id")
+	}
+	h.addMu.Lock()
+	defer h.addMu.Unlock()
+	if _, err := h.Agent(def.ID); err == nil {
+		return nil, armory.E(op, armory.KindConflict, fmt.Sprintf("agent %q exists already", def.ID))
+	}
+	var ds world.Diagnostics
+	ag := h.buildAgent(def, &ds)
+	if err := ds.Err(); err != nil {
+		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("agent %q", def.ID), err)
+	}
+	next := &addedAgents{byID: map[string]*Agent{}}
+	if old := h.added.Load(); old != nil {
+		maps.Copy(next.byID, old.byID)
+		next.order = slices.Clone(old.order)
+	}
+	next.byID[ag.ID] = ag
+	next.order = append(next.order, ag)
+	h.added.Store(next)
+	return ag, nil
 }
 
 // Explanation is why a tool is or is not visible to an agent.

@@ -45,7 +45,7 @@ func (s *Server) buildMCP() error {
 		}
 		s.mcpServers[ag.ID] = srv
 	}
-	agentServer := func(r *http.Request) *mcp.Server { return s.mcpServers[r.PathValue("id")] }
+	agentServer := func(r *http.Request) *mcp.Server { return s.agentMCP(r.PathValue("id")) }
 	s.sessions = newSessionTable(s.opts.MCPSessionsPerToken, s.opts.MCPSessions, s.opts.MCPSessionTimeout)
 	s.sessions.register(s.metrics.reg)
 	opts := func(stateless bool) *mcp.StreamableHTTPOptions {
@@ -74,6 +74,36 @@ func (s *Server) buildMCP() error {
 		stateful.ServeHTTP(w, r)
 	})))
 	return nil
+}
+
+// agentMCP returns the MCP server of agent id, or nil for an agent the
+// roster does not host. An agent created at run time (syscall.agent.create,
+// roster.Add) gets its server on its first request, built as the world
+// agents' were by New.
+func (s *Server) agentMCP(id string) *mcp.Server {
+	s.mcpMu.RLock()
+	srv := s.mcpServers[id]
+	s.mcpMu.RUnlock()
+	if srv != nil {
+		return srv
+	}
+	ag, err := s.h.Agent(id)
+	if err != nil {
+		return nil
+	}
+	s.mcpMu.Lock()
+	defer s.mcpMu.Unlock()
+	if srv := s.mcpServers[id]; srv != nil {
+		return srv
+	}
+	srv, err = s.newMCPServer(ag)
+	if err != nil {
+		s.opts.Logger.Warn("no MCP server for an agent created at run time", "agent", id, "err", err)
+		return nil
+	}
+	srv.AddReceivingMiddleware(checkLogLevel)
+	s.mcpServers[id] = srv
+	return srv
 }
 
 // sdkLogger is the server's logger for the go-sdk, which logs session ids:
@@ -264,8 +294,8 @@ func (s *Server) instructions(ag *roster.Agent) string {
 // MCPServer returns the MCP server of agent id (for stdio), or an error of
 // kind KindNotFound.
 func (s *Server) MCPServer(id string) (*mcp.Server, error) {
-	srv, ok := s.mcpServers[id]
-	if !ok {
+	srv := s.agentMCP(id)
+	if srv == nil {
 		return nil, armory.E("server", armory.KindNotFound, "unknown agent "+quote(id))
 	}
 	return srv, nil

@@ -30,7 +30,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /metrics", s.admin(s.params(s.metrics.handler.ServeHTTP)))
 	mux.Handle("/agents/{id}/mcp", s.long(s.agentScoped(s.strictJSONRPC(s.mcpHTTP))))
 
-	mux.Handle("GET /api/agents", s.admin(s.params(s.handleAgents)))
+	mux.Handle("GET /api/agents", s.anyToken(s.params(s.handleAgents)))
+	mux.Handle("POST /api/agents/{id}/stop", s.anyToken(s.params(s.handleAgentStatus(true))))
+	mux.Handle("POST /api/agents/{id}/start", s.anyToken(s.params(s.handleAgentStatus(false))))
 	mux.Handle("GET /api/agents/{id}/tools", s.agentScoped(s.params(s.handleTools, "long")))
 	mux.Handle("GET /api/agents/{id}/tools/brief", s.agentScoped(s.params(s.handleBrief)))
 	mux.Handle("POST /api/agents/{id}/calls", s.long(s.agentScoped(s.params(s.handleCall))))
@@ -64,19 +66,18 @@ func methodsOf(mux *http.ServeMux, r *http.Request) []string {
 	return out
 }
 
-// AgentSummary is one entry of GET /api/agents.
+// AgentSummary is one entry of GET /api/agents (admin token). The status
+// fields come from the services module (services.AgentInfo); a server
+// without it leaves them empty.
 type AgentSummary struct {
-	ID        string `json:"id"`
-	Archetype string `json:"archetype"`
-	Tools     int    `json:"tools"`
-}
-
-func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request) {
-	out := []AgentSummary{}
-	for _, ag := range s.h.Agents() {
-		out = append(out, AgentSummary{ID: ag.ID, Archetype: ag.Def.Archetype, Tools: ag.Registry.Len()})
-	}
-	writeJSON(w, http.StatusOK, out)
+	ID            string    `json:"id"`
+	Archetype     string    `json:"archetype"`
+	Tools         int       `json:"tools"`
+	Status        string    `json:"status,omitempty"`
+	Origin        string    `json:"origin,omitempty"`
+	CreatedBy     string    `json:"created_by,omitempty"`
+	Since         time.Time `json:"since,omitzero"`
+	UptimeSeconds int64     `json:"uptime_seconds"`
 }
 
 // ToolEntry is one entry of GET /api/agents/{id}/tools (the ghost world).

@@ -28,6 +28,7 @@ import (
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/services"
 )
 
 // Version is reported to MCP clients.
@@ -165,7 +166,8 @@ type Server struct {
 	st   Store
 	opts Options
 
-	mcpServers map[string]*mcp.Server
+	mcpServers map[string]*mcp.Server // by agent; grows as agents are created (agentMCP)
+	mcpMu      sync.RWMutex
 	mcpHTTP    http.Handler
 	sessions   *sessionTable
 	events     *hub
@@ -176,6 +178,7 @@ type Server struct {
 	calls      tracker
 	handler    http.Handler
 	hosts      hostPolicy
+	agents     AgentControl // the services module's agents, nil without it
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
@@ -192,6 +195,9 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	opts.defaults()
 	s := &Server{p: e.Pipeline(), h: e.Roster(), st: e.Store(), opts: opts}
+	if m, ok := e.Module(services.Name).(AgentControl); ok {
+		s.agents = m
+	}
 	s.events = newHub(opts.EventBuffer, opts.EventReplay)
 	s.kinds = e.EventKinds()
 	s.tokens = newTokenCache(opts.TokenCacheTTL, nil)
@@ -220,6 +226,8 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 // lists. It does not stop
 // Serve (cancel its context) and may be called more than once.
 func (s *Server) Close() {
+	s.mcpMu.Lock() // an agent's MCP server built meanwhile adds a watcher
+	defer s.mcpMu.Unlock()
 	for _, f := range s.unwatch {
 		f()
 	}

@@ -344,7 +344,7 @@ func (sw *sessionStart) Unwrap() http.ResponseWriter { return sw.ResponseWriter 
 func (s *Server) bindSession(id string, ms *mcpSession) {
 	s.sessions.add(id, ms)
 	var ss *mcp.ServerSession
-	if srv := s.mcpServers[ms.owner.agent]; srv != nil {
+	if srv := s.agentMCP(ms.owner.agent); srv != nil {
 		for c := range srv.Sessions() {
 			if c.ID() == id {
 				ss = c

@@ -46,6 +46,10 @@ type Options struct {
 	// AskPoll is how often a waiting ask re-reads the store when no event
 	// woke it (default DefaultAskPoll).
 	AskPoll time.Duration
+	// StatusTTL bounds how long the stopped-agent gate trusts its snapshot
+	// of the agents' status when no event says it changed (zero:
+	// DefaultStatusTTL). See agents.go.
+	StatusTTL time.Duration
 }
 
 // Module is the world's services as an engine.Module: Provision
@@ -64,6 +68,11 @@ type Module struct {
 	wake    chan struct{} // pokes the timer scheduler
 	rounds  atomic.Int64  // scheduler rounds run while holding the lease (tests)
 	waiters waiters       // the asks waiting for replies
+	gate   *agentGate // the stopped-agent gate (agents.go)
+	opened time.Time  // when the module was made: a world agent's uptime
+	// unhostable are the created agents whose archetype does not load
+	// (warned about once).
+	unhostable sync.Map
 }
 
 var (
@@ -90,7 +99,12 @@ func New(o Options) *Module {
 	if o.AskPoll <= 0 {
 		o.AskPoll = DefaultAskPoll
 	}
-	return &Module{opts: o, wake: make(chan struct{}, 1)}
+	if o.StatusTTL <= 0 {
+		o.StatusTTL = DefaultStatusTTL
+	}
+	m := &Module{opts: o, opened: time.Now(), wake: make(chan struct{}, 1)}
+	m.gate = &agentGate{m: m}
+	return m
 }
 
 // Name is "services".
@@ -104,14 +118,21 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventTimer, TaskEventKind}}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventTimer, TaskEventKind, EventAgent}, Gate: m.gate}, nil
 }
 
-// Validate keeps the built roster: the world's agents.
+// Validate keeps the built roster, the world's agents, and hosts the
+// agents created at run time that the store keeps — when the command
+// opened the store (engine.Env.OpenedStore): a command that only reads
+// the world sees the world's agents alone.
 func (m *Module) Validate(r *roster.Roster) error {
 	m.mu.Lock()
 	m.roster = r
+	env := m.env
 	m.mu.Unlock()
+	if _, ok := env.OpenedStore(); ok {
+		m.restore(context.Background(), r)
+	}
 	return nil
 }
 
@@ -134,6 +155,9 @@ func (m *Module) tools() []armory.Tool {
 	}
 	// Tasks, knowledge, memory and state (tasks.go, knowledge.go, memory.go, state.go).
 	for _, t := range append(append(append(m.taskTools(), m.knowledgeTools()...), m.memoryTools()...), m.stateReadTool(), m.stateWriteTool()) {
+		out = append(out, t)
+	}
+	for _, t := range m.agentTools() {
 		out = append(out, t)
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
@@ -200,8 +201,12 @@ func (a *app) tokenCmd() *cobra.Command {
 			agent = args[0]
 		}
 		if agent != "" {
+			// A world agent, or one created at run time (kept in the store;
+			// this command does not host it).
 			if _, err := h.Agent(agent); err != nil {
-				return err
+				if ok, _ := services.Created(ctx, st, agent); !ok {
+					return err
+				}
 			}
 		}
 		secret, t, err := server.CreateToken(ctx, st, agent, admin, name)
