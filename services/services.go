@@ -68,8 +68,8 @@ type Module struct {
 	wake    chan struct{} // pokes the timer scheduler
 	rounds  atomic.Int64  // scheduler rounds run while holding the lease (tests)
 	waiters waiters       // the asks waiting for replies
-	gate   *agentGate // the stopped-agent gate (agents.go)
-	opened time.Time  // when the module was made: a world agent's uptime
+	gate    *agentGate    // the stopped-agent gate (agents.go)
+	opened  time.Time     // when the module was made: a world agent's uptime
 	// unhostable are the created agents whose archetype does not load
 	// (warned about once).
 	unhostable sync.Map
