@@ -122,7 +122,7 @@ func TestAccessSummary(t *testing.T) {
 	}
 	ag, _ := h.Agent("architect")
 	s := h.AccessSummary(ag)
-	if s.Mode != "access" || !slices.Equal(s.Groups, []string{"devops", "writer"}) || !slices.Equal(s.GrantedPrivileged, []string{"devtools.repo-git", "devtools.word-count", "tool.cli", "tool.python", "workspace.delete", "workspace.edit", "workspace.write"}) {
+	if s.Mode != "access" || !slices.Equal(s.Groups, []string{"admin", "communicator", "devops", "manager", "writer"}) || !slices.Equal(s.GrantedPrivileged, []string{"devtools.repo-git", "devtools.word-count", "tool.cli", "tool.python", "workspace.delete", "workspace.edit", "workspace.write"}) {
 		t.Fatalf("summary = %+v", s)
 	}
 	b, _ := json.Marshal(h.AccessSummary(h.agents["intern"]))

@@ -126,7 +126,7 @@ func TestCLIServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, names := testenv.MCPTools(t, ctx, cs); !slices.Equal(names, []string{"devtools.word-count", "workspace.read", "workspace.search"}) {
+	if _, names := testenv.MCPTools(t, ctx, cs); !slices.Equal(withoutServices(names), []string{"devtools.word-count", "workspace.read", "workspace.search"}) || !slices.Contains(names, "syscall.inbox") {
 		t.Fatalf("reviewer tools over MCP: %v", names)
 	}
 	cs.Close()

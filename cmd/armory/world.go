@@ -75,7 +75,10 @@ func (a *app) demoCmd() *cobra.Command {
 			if err := example.Write(wdir); err != nil {
 				return armory.E("demo", armory.KindInternal, err.Error())
 			}
-			h, err := roster.Open(wdir, roster.Options{})
+			// The same engine a world command opens (the modules' tools,
+			// the world services among them), on the temporary copy.
+			a.world = wdir
+			h, err := a.open()
 			if err != nil {
 				return err
 			}
