@@ -131,10 +131,16 @@ func ParseCategory(s string) (Category, error) { return parseKnown(s, "category"
 // (see access.Requirements) so that the policy stays pure.
 type Requirement struct {
 	// Kind is "binary" (Name must resolve on PATH or be an existing
-	// executable path) or "sandbox" (a working process sandbox).
+	// executable path), "sandbox" (a working process sandbox) or
+	// RequirementEnv (the environment variable Name is set and not empty:
+	// a credential such as an API key; only its presence is checked).
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 }
+
+// RequirementEnv is the Requirement kind of an environment variable that
+// must be set.
+const RequirementEnv = "env"
 
 func (r Requirement) String() string { return r.Kind + " " + r.Name }
 

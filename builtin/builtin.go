@@ -21,7 +21,7 @@ func All() []armory.Tool { return AllWith(web.Options{}, process.Options{}) }
 func AllWith(w web.Options, proc process.Options) []armory.Tool {
 	return []armory.Tool{
 		&workspace.Read{}, &workspace.Write{}, &workspace.List{}, &workspace.Edit{}, &workspace.Search{}, &workspace.Delete{},
-		web.NewFetch(w), web.NewSearch(w), web.NewBrowser(w),
+		web.NewFetch(w), web.NewSearch(w), web.NewBrowser(w), web.NewGoogleSearch(w),
 		process.NewCLI(proc), process.NewPython(proc),
 	}
 }

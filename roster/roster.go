@@ -34,6 +34,8 @@ type Options struct {
 	Builtins []armory.Tool
 	// LookPath resolves a binary requirement (default exec.LookPath).
 	LookPath func(file string) (string, error)
+	// Getenv reads an "env" requirement's variable (default os.Getenv).
+	Getenv func(key string) string
 	// Sandbox checks a "sandbox" requirement for the world's sandbox
 	// setting (default sandbox.Requirement).
 	Sandbox func(backend string) error
@@ -255,6 +257,15 @@ func checkRequirement(r armory.Requirement, opts Options, backend string) string
 	case sandbox.RequirementKind:
 		if err := opts.Sandbox(backend); err != nil {
 			return "no working sandbox: " + err.Error()
+		}
+		return ""
+	case armory.RequirementEnv:
+		getenv := opts.Getenv
+		if getenv == nil {
+			getenv = os.Getenv
+		}
+		if getenv(r.Name) == "" {
+			return fmt.Sprintf("environment variable %s is not set on the server", r.Name)
 		}
 		return ""
 	case "binary":

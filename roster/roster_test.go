@@ -160,7 +160,7 @@ func TestLegacyWorld(t *testing.T) {
 	}
 	publicTools := 0
 	for _, n := range h.Catalog.Names() {
-		if !strings.HasPrefix(n, "tool.browser") || h.unmet[n] == nil {
+		if h.unmet[n] == nil { // chromium or an API key may be missing here
 			publicTools++
 		}
 	}
@@ -287,3 +287,28 @@ func TestExampleToolsRun(t *testing.T) {
 // noSandboxCheck stands in for the sandbox probe where a test is about the
 // policy, not the machine; TestExampleToolsRun uses the real one.
 func noSandboxCheck(string) error { return nil }
+
+// An "env" requirement (tool.google_search's API key) is met only while the
+// variable is set; the reason names the variable, never a value.
+func TestEnvRequirement(t *testing.T) {
+	for _, key := range []string{"", "AIza-secret"} {
+		h, err := Open(exampleWorld(t), Options{Sandbox: noSandboxCheck, LookPath: func(f string) (string, error) { return "/usr/bin/" + f, nil },
+			Getenv: func(k string) string {
+				if k == "GEMINI_API_KEY" {
+					return key
+				}
+				return ""
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex, _ := h.Explain("architect", "tool.google_search")
+		reasons := strings.Join(ex.Reasons, " ")
+		if got := slices.Contains(names(h, "architect"), "tool.google_search"); got != (key != "") || strings.Contains(reasons, "AIza") {
+			t.Errorf("key %q: visible %v: %+v", key, got, ex)
+		}
+		if key == "" && !strings.Contains(reasons, "environment variable GEMINI_API_KEY is not set") {
+			t.Errorf("reasons %q", reasons)
+		}
+	}
+}

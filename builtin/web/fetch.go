@@ -79,6 +79,12 @@ type Options struct {
 	// SearchEndpoint is the DuckDuckGo HTML endpoint of web.search (zero:
 	// https://html.duckduckgo.com/html/).
 	SearchEndpoint string
+	// GeminiEndpoint is the Gemini API base of tool.google_search (zero:
+	// DefaultGeminiEndpoint); GeminiModel the model it asks (zero:
+	// DefaultGeminiModel). The API key is $GEMINI_API_KEY, read per call
+	// and sent only in the request's x-goog-api-key header.
+	GeminiEndpoint string
+	GeminiModel    string
 
 	// ChromiumPath is the browser binary of tool.browser (zero: the first
 	// of chromium, chromium-browser, google-chrome on PATH).
@@ -113,6 +119,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SearchEndpoint == "" {
 		o.SearchEndpoint = DefaultSearchEndpoint
+	}
+	if o.GeminiEndpoint == "" {
+		o.GeminiEndpoint = DefaultGeminiEndpoint
+	}
+	if o.GeminiModel == "" {
+		o.GeminiModel = DefaultGeminiModel
 	}
 	if o.MaxBrowsers <= 0 {
 		o.MaxBrowsers = 2
@@ -160,12 +172,26 @@ type webResponse struct {
 // get performs a GET of u within ctx and reads the body within the limits.
 // Errors are *armory.Error values a model can act on.
 func (c *webClient) get(ctx context.Context, op string, u *url.URL, accept string) (*webResponse, error) {
+	return c.do(ctx, op, http.MethodGet, u, accept, nil, nil)
+}
+
+// do performs a request of method to u with body (nil for none) and the
+// extra headers, within ctx, through the dial guard, and reads the body
+// within the limits. Errors are *armory.Error values a model can act on.
+func (c *webClient) do(ctx context.Context, op, method string, u *url.URL, accept string, reqBody []byte, header http.Header) (*webResponse, error) {
 	if err := c.guard.CheckURL(u); err != nil {
 		return nil, webError(op, u, err, 0)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	var rb io.Reader
+	if reqBody != nil {
+		rb = bytes.NewReader(reqBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rb)
 	if err != nil {
 		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("cannot request %s", u.Redacted()), err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	req.Header.Set("User-Agent", c.opts.UserAgent)
 	req.Header.Set("Accept", accept)
