@@ -176,6 +176,10 @@ func TestHumansTasksREST(t *testing.T) {
 		t.Fatalf("worker's update in the trail: %v %+v", err, recs)
 	}
 	e.expect("PATCH", "/api/tasks/nope", e.admin, `{"status":"done"}`, http.StatusNotFound)
+	// A stopped agent's token is refused on these routes too (the gate).
+	e.expect("POST", "/api/agents/worker/stop", e.admin, "", http.StatusOK)
+	e.expect("GET", "/api/tasks", workerTok, "", http.StatusForbidden, "agent worker is stopped")
+	e.expect("GET", "/api/tasks", e.admin, "", http.StatusOK)
 }
 
 func TestHumansKnowledgeAndStateREST(t *testing.T) {
