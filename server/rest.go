@@ -41,6 +41,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("POST /api/approvals/{id}/deny", s.admin(s.params(s.decide(store.StatusDenied))))
 	mux.Handle("GET /api/audit", s.admin(s.params(s.handleAudit, auditParams...)))
 	mux.Handle("GET /api/audit/verify", s.admin(s.params(s.handleVerify)))
+	s.humanRoutes(mux)
 	mux.Handle("GET /api/events", s.long(s.anyToken(s.params(s.handleEvents, "kind", "agent"))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
@@ -56,7 +57,7 @@ func (s *Server) routes() http.Handler {
 // the catch-all (for the message of a request with the wrong method).
 func methodsOf(mux *http.ServeMux, r *http.Request) []string {
 	var out []string
-	for _, m := range []string{http.MethodGet, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		r2 := *r
 		r2.Method = m
 		if _, pat := mux.Handler(&r2); pat != "/" {
