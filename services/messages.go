@@ -171,24 +171,12 @@ func (m *Module) ask(ctx context.Context, st store.Store, from, to, body string,
 	defer timer.Stop()
 	poll := time.NewTicker(m.opts.AskPoll)
 	defer poll.Stop()
+	// The waiter was added before the ask was sent, so the reply's event
+	// wakes it: the store is read on a wake-up (or on the poll, the bound
+	// when an event is lost), not before — there can be no reply yet. The
+	// read and the acknowledgement of the reply (so that it does not show
+	// again among the unread messages of the inbox) are one statement.
 	for {
-		rep, err := st.FindReply(ctx, msg.ID)
-		switch {
-		case err == nil:
-			// The asker got the reply here: acknowledge it, so that it does
-			// not show again among the unread messages of its inbox.
-			if _, err := st.AckMessages(context.WithoutCancel(ctx), from, []string{rep.ID}); err != nil {
-				m.log.Warn("ask: acknowledging the reply", "reply", rep.ID, "err", err)
-			}
-			v := viewMessage(rep)
-			v.Acked = true
-			res := AskResult{Status: "answered", MessageID: msg.ID, Reply: &v, WaitedMS: time.Since(start).Milliseconds()}
-			r := jsonResult(res)
-			r.Text = fmt.Sprintf("%s replied (message %s):\n%s", rep.From, rep.ID, rep.Body)
-			return r
-		case !errors.Is(err, store.ErrNotFound):
-			return storeFail("syscall.ask", err)
-		}
 		select {
 		case <-w.wake:
 		case <-poll.C:
@@ -199,6 +187,17 @@ func (m *Module) ask(ctx context.Context, st store.Store, from, to, body string,
 			return r
 		case <-ctx.Done():
 			return armory.Failf(armory.KindTimeout, "the call ended before %s replied to message %s (%v); a later reply will arrive in your inbox", to, msg.ID, ctx.Err())
+		}
+		rep, err := st.TakeReply(ctx, from, msg.ID)
+		switch {
+		case err == nil:
+			v := viewMessage(rep)
+			res := AskResult{Status: "answered", MessageID: msg.ID, Reply: &v, WaitedMS: time.Since(start).Milliseconds()}
+			r := jsonResult(res)
+			r.Text = fmt.Sprintf("%s replied (message %s):\n%s", rep.From, rep.ID, rep.Body)
+			return r
+		case !errors.Is(err, store.ErrNotFound):
+			return storeFail("syscall.ask", err)
 		}
 	}
 }
@@ -239,13 +238,12 @@ func (m *Module) replyTool() *tool {
 				return storeFail(c.op, err)
 			}
 			rep := &store.Message{To: orig.From, From: c.agent, Kind: store.KindReply, ReplyTo: orig.ID, Body: a.Message}
-			if err := st.SendMessages(ctx, []*store.Message{rep}); err != nil {
+			// The reply and the acknowledgement of the message answered
+			// commit together.
+			if err := st.SendReply(ctx, rep); err != nil {
 				return storeFail(c.op, err)
 			}
 			m.publishMessage(rep)
-			if _, err := st.AckMessages(context.WithoutCancel(ctx), c.agent, []string{orig.ID}); err != nil {
-				m.log.Warn("reply: acknowledging the message answered", "message", orig.ID, "err", err)
-			}
 			r := jsonResult(map[string]string{"message_id": rep.ID, "to": rep.To, "reply_to": orig.ID})
 			r.Text = fmt.Sprintf("Replied to %s (message %s answers %s).", rep.To, rep.ID, orig.ID)
 			return r

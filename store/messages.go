@@ -83,6 +83,18 @@ type Inboxes interface {
 	// FindReply returns the first (lowest Seq) message of kind KindReply
 	// whose ReplyTo is askID, or ErrNotFound while there is none.
 	FindReply(ctx context.Context, askID string) (*Message, error)
+	// TakeReply is FindReply and AckMessages in one statement: the first
+	// (lowest Seq) message of kind KindReply whose ReplyTo is askID and
+	// that is in agent's inbox, acknowledged (AckedAt set now, or kept if
+	// it was acknowledged already). ErrNotFound while there is none; then
+	// nothing is written.
+	TakeReply(ctx context.Context, agent, askID string) (*Message, error)
+	// SendReply stores rep, a message of kind KindReply answering message
+	// rep.ReplyTo, and acknowledges that message in rep.From's inbox (if
+	// it is there and not acknowledged yet), in one transaction; it sets
+	// rep's ID, Seq and CreatedAt as SendMessages does. Errors:
+	// ErrInvalid (a bad message, not a reply, or no ReplyTo).
+	SendReply(ctx context.Context, rep *Message) error
 }
 
 // Chat is a shared channel. Members receive its messages in their inboxes

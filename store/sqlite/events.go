@@ -37,6 +37,13 @@ import (
 // a blob); each listener's beat prunes the table to the events of the
 // last eventKeep (at most eventKeepRows of them); a subscriber polls every eventPoll and reads at
 // most eventReadBatch rows per query.
+//
+// Pace: while a hurry is held (HurryEvents: a syscall.ask of this process
+// waits for its reply), the poller polls every eventPollFast instead, and
+// when the last hurry ends it backs off, doubling its interval back to
+// eventPoll (pollPace). A poll is one indexed read of the events file (no
+// write, no lock on the store), so a hurried poller costs ~eventPoll /
+// eventPollFast small reads per eventPoll, only while something waits.
 const (
 	// MaxEventPayload is the largest event payload PublishEvent sends, the
 	// same bound as the Postgres store's.
@@ -45,6 +52,7 @@ const (
 	eventKeep      = time.Minute
 	eventKeepRows  = 10000
 	eventPoll      = 200 * time.Millisecond
+	eventPollFast  = 10 * time.Millisecond
 	eventReadBatch = 512
 	// listenerBeat is how often a listening Store marks itself alive and a
 	// publishing Store looks for listeners; a mark older than
@@ -81,14 +89,50 @@ type events struct {
 	lookOne sync.Once   // the first look, and the look loop
 	others  atomic.Bool // another Store listened at the last look
 
+	hurries  atomic.Int64  // hurries held (HurryEvents)
+	kick     chan struct{} // a hurry began: the poller re-arms now
+	interval atomic.Int64  // the poller's last interval, in ns (for tests)
+
 	stop chan struct{} // closed by Close: the goroutines end
 	wg   sync.WaitGroup
+}
+
+// pollPace is the poller's interval: eventPollFast while hurried, then,
+// once no hurry is held, doubling at each poll back to eventPoll.
+type pollPace struct{ cur time.Duration }
+
+// next returns the interval to wait before the next poll.
+func (p *pollPace) next(hurried bool) time.Duration {
+	switch {
+	case hurried:
+		p.cur = eventPollFast
+	case p.cur <= 0:
+		p.cur = eventPoll
+	default:
+		p.cur = min(2*p.cur, eventPoll)
+	}
+	return p.cur
+}
+
+// HurryEvents implements store.EventsHurrier: until done is called, this
+// Store's poller reads the events file every eventPollFast instead of
+// eventPoll (then it backs off; see pollPace). It does not start a
+// poller: only SubscribeEvents does.
+func (s *Store) HurryEvents() (done func()) {
+	ev := s.ev
+	ev.hurries.Add(1)
+	select {
+	case ev.kick <- struct{}{}:
+	default:
+	}
+	var once sync.Once
+	return func() { once.Do(func() { ev.hurries.Add(-1) }) }
 }
 
 func newEvents(path string, now func() time.Time) *events {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	ev := &events{path: path, id: hex.EncodeToString(b[:]), now: now, stop: make(chan struct{})}
+	ev := &events{path: path, id: hex.EncodeToString(b[:]), now: now, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	ev.pub.Send = ev.append
 	return ev
 }
@@ -262,13 +306,16 @@ func latestSeq(db *sql.DB) int64 {
 	return last
 }
 
-// pollLoop reads the events appended after seq last, every eventPoll,
-// and hands each to the subscribers, until the Store closes or no
-// subscriber is left.
+// pollLoop reads the events appended after seq last, every eventPoll
+// (every eventPollFast while hurried: pollPace), and hands each to the
+// subscribers, until the Store closes or no subscriber is left.
 func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	defer ev.wg.Done()
 	defer ev.beat(db, lid, false)
-	t := time.NewTicker(eventPoll)
+	var pace pollPace
+	d := pace.next(ev.hurries.Load() > 0)
+	ev.interval.Store(int64(d))
+	t := time.NewTimer(d)
 	defer t.Stop()
 	beaten := ev.now()
 	for {
@@ -276,7 +323,12 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 		case <-ev.stop:
 			return
 		case <-t.C:
+		case <-ev.kick: // a hurry began: poll now, then at the fast pace
+			t.Stop()
 		}
+		d := pace.next(ev.hurries.Load() > 0)
+		ev.interval.Store(int64(d))
+		t.Reset(d)
 		if ev.subs.Idle() { // the next subscription starts a new poller
 			return
 		}

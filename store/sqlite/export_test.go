@@ -1,6 +1,9 @@
 package sqlite
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // WriterSynchronous returns the writer connection's PRAGMA synchronous
 // (1 NORMAL, 2 FULL), for tests.
@@ -9,3 +12,24 @@ func WriterSynchronous(s *Store) (int, error) {
 	err := s.w.QueryRowContext(context.Background(), "PRAGMA synchronous").Scan(&v)
 	return v, err
 }
+
+// EventsHurries returns the hurries held on s's events (HurryEvents), and
+// PollInterval the interval its poller used last, for tests.
+func EventsHurries(s *Store) int64 { return s.ev.hurries.Load() }
+
+func PollInterval(s *Store) time.Duration { return time.Duration(s.ev.interval.Load()) }
+
+// Pace returns the intervals a pollPace gives for hurried, in order.
+func Pace(hurried ...bool) []time.Duration {
+	var p pollPace
+	out := make([]time.Duration, len(hurried))
+	for i, h := range hurried {
+		out[i] = p.next(h)
+	}
+	return out
+}
+
+const (
+	EventPoll     = eventPoll
+	EventPollFast = eventPollFast
+)

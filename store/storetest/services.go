@@ -204,6 +204,50 @@ func testInbox(t *testing.T, open Opener) {
 	}
 	_, err = s1.FindReply(ctx, "")
 	wantErr(t, "reply to nothing", err, store.ErrNotFound)
+
+	// TakeReply: the reply in the asker's inbox, acknowledged in the same
+	// statement; none for another agent, nor before there is a reply.
+	_, err = s1.TakeReply(ctx, "alice", mine[3].ID)
+	wantErr(t, "a reply in another agent's inbox", err, store.ErrNotFound)
+	_, err = s1.TakeReply(ctx, "bob", mine[4].ID)
+	wantErr(t, "no reply yet to take", err, store.ErrNotFound)
+	took, err := s2.TakeReply(ctx, "bob", mine[3].ID)
+	must(t, err)
+	if took.ID != reply.ID || took.Body != "a3" || took.AckedAt.IsZero() {
+		t.Errorf("took %+v, want %s acknowledged", took, reply.ID)
+	}
+	again, err := s1.TakeReply(ctx, "bob", mine[3].ID)
+	must(t, err)
+	if !again.AckedAt.Equal(took.AckedAt) {
+		t.Errorf("taken twice: acked %v then %v", took.AckedAt, again.AckedAt)
+	}
+	if unread, _, err := s1.ReadInbox(ctx, store.InboxQuery{Agent: "bob", Unacked: true}); err != nil || slices.ContainsFunc(unread, func(m *store.Message) bool { return m.ID == reply.ID }) {
+		t.Errorf("the reply taken is still unread (%v)", err)
+	}
+
+	// SendReply: the reply stored and the message answered acknowledged
+	// (only in the replier's inbox), in one call.
+	ask := &store.Message{To: "carol", From: "bob", Kind: store.KindAsk, Body: "q?"}
+	must(t, s1.SendMessages(ctx, []*store.Message{ask}))
+	r2 := &store.Message{To: "bob", From: "carol", Kind: store.KindReply, Body: "a!", ReplyTo: ask.ID}
+	must(t, s2.SendReply(ctx, r2))
+	if r2.ID == "" || r2.Seq <= ask.Seq || r2.CreatedAt.IsZero() {
+		t.Errorf("sent reply %+v", r2)
+	}
+	if a, err := s1.GetMessage(ctx, ask.ID); err != nil || a.AckedAt.IsZero() {
+		t.Errorf("the ask answered is not acknowledged: %+v, %v", a, err)
+	}
+	if got, err := s1.FindReply(ctx, ask.ID); err != nil || got.ID != r2.ID {
+		t.Errorf("find the reply sent: %+v, %v", got, err)
+	}
+	other := &store.Message{To: "carol", From: "bob", Kind: store.KindAsk, Body: "q2"}
+	must(t, s1.SendMessages(ctx, []*store.Message{other}))
+	must(t, s2.SendReply(ctx, &store.Message{To: "bob", From: "dave", Kind: store.KindReply, Body: "not mine", ReplyTo: other.ID}))
+	if a, err := s1.GetMessage(ctx, other.ID); err != nil || !a.AckedAt.IsZero() {
+		t.Errorf("dave's reply acknowledged carol's message: %+v, %v", a, err)
+	}
+	wantErr(t, "a reply of another kind", s1.SendReply(ctx, &store.Message{To: "bob", From: "carol", Kind: store.KindMessage, Body: "x", ReplyTo: ask.ID}), store.ErrInvalid)
+	wantErr(t, "a reply to nothing", s1.SendReply(ctx, &store.Message{To: "bob", From: "carol", Kind: store.KindReply, Body: "x"}), store.ErrInvalid)
 }
 
 func testChats(t *testing.T, open Opener) {

@@ -160,6 +160,43 @@ func (c *Core) FindReply(ctx context.Context, askID string) (*store.Message, err
 		` WHERE reply_to = ? AND reply_to <> '' AND kind = 'reply' ORDER BY seq LIMIT 1`, askID)
 }
 
+// TakeReply implements store.Inboxes: one UPDATE … RETURNING on the
+// writer, which writes nothing when there is no reply yet.
+func (c *Core) TakeReply(ctx context.Context, agent, askID string) (*store.Message, error) {
+	return one(ctx, c, c.c.Write, "reply to "+askID, scanMessage, `UPDATE messages
+		SET acked_us = CASE WHEN acked_us = 0 THEN ? ELSE acked_us END
+		WHERE id = (SELECT id FROM messages WHERE reply_to = ? AND reply_to <> '' AND kind = 'reply' AND to_agent = ? ORDER BY seq LIMIT 1)
+		RETURNING seq, id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us, acked_us`,
+		c.nowUS(), askID, agent)
+}
+
+// SendReply implements store.Inboxes: the reply's insert and the
+// acknowledgement of the message answered in one transaction.
+func (c *Core) SendReply(ctx context.Context, rep *store.Message) error {
+	if err := store.CheckMessage(rep); err != nil {
+		return c.errf("send reply", err)
+	}
+	if rep.Kind != store.KindReply || rep.ReplyTo == "" {
+		return c.errf("send reply", fmt.Errorf("%w: a reply needs kind %q and reply_to", store.ErrInvalid, store.KindReply))
+	}
+	now, id := c.nowUS(), audit.NewID()
+	var seq int64
+	err := c.tx(ctx, "send reply", func(q Querier) error {
+		if err := q.QueryRow(ctx, `INSERT INTO messages (id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+			id, rep.To, rep.From, rep.Kind, rep.Subject, rep.Body, rep.ReplyTo, rep.Chat, now).Scan(&seq); err != nil {
+			return err
+		}
+		_, err := q.Exec(ctx, `UPDATE messages SET acked_us = ? WHERE id = ? AND to_agent = ? AND acked_us = 0`, now, rep.ReplyTo, rep.From)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rep.ID, rep.Seq, rep.CreatedAt, rep.AckedAt = id, seq, TimeOrZero(now), time.Time{}
+	return nil
+}
+
 // --- Chats
 
 const selectChat = `SELECT seq, id, name, creator, gated, created_us FROM chats`
