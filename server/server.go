@@ -179,6 +179,7 @@ type Server struct {
 	handler    http.Handler
 	hosts      hostPolicy
 	agents     AgentControl // the services module's agents, nil without it
+	channels   ChannelReader // the services module's conversations, nil without it
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
@@ -197,6 +198,9 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	s := &Server{p: e.Pipeline(), h: e.Roster(), st: e.Store(), opts: opts}
 	if m, ok := e.Module(services.Name).(AgentControl); ok {
 		s.agents = m
+	}
+	if m, ok := e.Module(services.Name).(ChannelReader); ok {
+		s.channels = m
 	}
 	s.events = newHub(opts.EventBuffer, opts.EventReplay)
 	s.kinds = e.EventKinds()
