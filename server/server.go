@@ -178,7 +178,7 @@ type Server struct {
 	calls      tracker
 	handler    http.Handler
 	hosts      hostPolicy
-	agents     AgentControl // the services module's agents, nil without it
+	agents     AgentControl  // the services module's agents, nil without it
 	channels   ChannelReader // the services module's conversations, nil without it
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
