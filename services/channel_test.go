@@ -98,6 +98,9 @@ func TestChannelToolsListedOnlyWithContext(t *testing.T) {
 			t.Errorf("%s granted to carol, outside the communicator group", n)
 		}
 	}
+	if ex, err := r.Explain("alice", "channel.send"); err != nil || !ex.Visible || !strings.Contains(strings.Join(ex.Reasons, "\n"), "registered only for a call that names its conversation") {
+		t.Errorf("explain %+v %v", ex, err)
+	}
 	if len(with) != len(without)+len(channelTools) {
 		t.Errorf("with a context %d tools, without %d", len(with), len(without))
 	}
