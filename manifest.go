@@ -154,6 +154,13 @@ type Manifest struct {
 	Permission Permission    `json:"permission"`
 	Category   Category      `json:"category"`
 	Requires   []Requirement `json:"requires,omitempty"`
+	// NeedsChannel says the tool acts on the conversation a call names
+	// (Invocation.Channel: channel.send, syscall.channel.handoff, …): it
+	// is registered only for a call that carries a channel context. It is
+	// in the catalog (policy and world check know it), but the pipeline's
+	// lookup refuses a call of it that names no conversation, and a
+	// listing for a caller without one omits it (registry.Caller).
+	NeedsChannel bool `json:"needs_channel,omitempty"`
 }
 
 // Has reports whether the manifest lists capability c.

@@ -46,6 +46,13 @@ type Invocation struct {
 	Args json.RawMessage
 	// Agent is the calling agent's environment.
 	Agent *AgentEnv
+	// Channel is the conversation the call names (its channel context: a
+	// REST caller's X-Armory-Channel header or "channel" field, an MCP
+	// session's header or the request's _meta "armory.dev/channel"), ""
+	// when it names none. The pipeline has checked that the calling agent
+	// holds it. A tool whose manifest sets NeedsChannel only ever runs
+	// with it set.
+	Channel string
 	// Progress, when not nil, receives human-readable progress as the tool
 	// runs (for example output lines of a command). Tools must bound what
 	// they send. It may be called from any goroutine but not concurrently.

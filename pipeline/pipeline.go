@@ -164,6 +164,13 @@ type Call struct {
 	// after the world's idle timeout (see Unnamed).
 	Session string `json:"session,omitempty"`
 	Task    string `json:"task,omitempty"`
+	// Channel names the conversation the call is made in (its channel
+	// context; see armory.Invocation.Channel), "" for none. At most
+	// MaxChannelBytes of UTF-8 without control characters. A tool that
+	// needs one (armory.Manifest.NeedsChannel) is refused at lookup
+	// without it, and a call that names one passes the gates that keep
+	// conversations (ChannelGate: the agent must hold it).
+	Channel string `json:"channel,omitempty"`
 	// Justification lets a call past loop detection; it is audited.
 	Justification string `json:"justification,omitempty"`
 	// Wait bounds how long Execute waits for an approval; after it the
@@ -376,7 +383,7 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 		}
 	}
 	tctx, meter, progress := p.meter(ctx, s)
-	inv := armory.Invocation{Args: s.c.Args, Agent: s.ag.Env, Progress: progress}
+	inv := armory.Invocation{Args: s.c.Args, Agent: s.ag.Env, Channel: s.c.Channel, Progress: progress}
 	began := p.opts.Now()
 	res := safeExecute(tctx, s.tool, inv)
 	status := audit.StatusSuccess

@@ -64,6 +64,9 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		s.stage("lookup", "error", msg)
 		return refuse(audit.StatusError, armory.KindInvalid, "Invalid session: %s. Use letters, digits and punctuation.", msg)
 	}
+	if r := checkChannelName(s); r != nil {
+		return r
+	}
 	ag, err := p.h.Agent(s.c.Agent)
 	if err != nil {
 		s.stage("lookup", "error", armory.Message(err))
@@ -94,8 +97,14 @@ func (p *Pipeline) lookup(ctx context.Context, s *state) *refusal {
 		t = impl
 	}
 	s.tool, s.man = t, t.Manifest()
+	if s.man.NeedsChannel && s.c.Channel == "" {
+		msg := fmt.Sprintf("%s is registered only for a call that names its conversation (a channel context), and this call names none", s.c.Tool)
+		s.stage("lookup", "error", msg)
+		return refuse(audit.StatusError, armory.KindNotFound, "%s: %s. A REST caller names it with the %s header or the \"channel\" field, an MCP client with that header or _meta %q; or use another tool.",
+			s.c.Tool, "registered only for a call that names its conversation: this call names none", ChannelHeader, MetaChannel)
+	}
 	s.stage("lookup", "ok", why...)
-	return nil
+	return p.channel(ctx, s)
 }
 
 type compiledSchema struct {

@@ -25,7 +25,22 @@ type Catalog struct {
 	tools []armory.Tool  // sorted by name
 	specs []armory.Spec  // specs[i] = tools[i].Spec()
 	index map[string]int // name → position
+	// channel has bit i set when tools[i] needs a channel context
+	// (Manifest.NeedsChannel); listings for a Caller without one leave
+	// those tools out.
+	channel []uint64
 }
+
+// Caller is what a listing's caller carries that decides which of the
+// registry's tools it is shown. The zero Caller carries nothing.
+type Caller struct {
+	// Channel: the caller names a conversation (a channel context), so
+	// the tools that need one (Manifest.NeedsChannel) are listed.
+	Channel bool
+}
+
+// Listed reports whether a tool with manifest m is listed for c.
+func (c Caller) Listed(m armory.Manifest) bool { return c.Channel || !m.NeedsChannel }
 
 // NewCatalog builds a catalog. Every tool name must be valid and unique; a
 // duplicate is an error of kind KindInvalid naming every duplicate at once.
@@ -63,9 +78,13 @@ func NewCatalog(tools []armory.Tool) (*Catalog, error) {
 	sort.Slice(all, func(i, j int) bool { return all[i].s.Name < all[j].s.Name })
 	c.tools = make([]armory.Tool, len(all))
 	c.specs = make([]armory.Spec, len(all))
+	c.channel = make([]uint64, (len(all)+63)/64)
 	for i, n := range all {
 		c.tools[i], c.specs[i] = n.t, n.s
 		c.index[n.s.Name] = i
+		if n.t.Manifest().NeedsChannel {
+			c.channel[i/64] |= 1 << (i % 64)
+		}
 	}
 	return c, nil
 }
@@ -320,13 +339,24 @@ func (r *Registry) unregister(name string) error {
 	return UnknownTool(name)
 }
 
-// Specs returns the specs of every tool the registry holds, sorted by name
-// so that prompts (and their caches) are deterministic.
-func (r *Registry) Specs() []armory.Spec {
+// Specs returns the specs of the tools the registry lists for a caller
+// without a channel context (SpecsFor(Caller{})), sorted by name so that
+// prompts (and their caches) are deterministic.
+func (r *Registry) Specs() []armory.Spec { return r.SpecsFor(Caller{}) }
+
+// SpecsFor returns the specs of the tools the registry lists for c: every
+// tool it holds but those that need a context c does not carry (a tool
+// whose manifest sets NeedsChannel, for a caller without a channel). Every
+// surface lists an agent's tools through it (or ToolsFor), so the listings
+// agree. Sorted by name.
+func (r *Registry) SpecsFor(c Caller) []armory.Spec {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make([]armory.Spec, 0, len(r.extra)+8)
 	for wi, w := range r.bits {
+		if !c.Channel {
+			w &^= r.cat.channel[wi]
+		}
 		for w != 0 {
 			b := bits.TrailingZeros64(w)
 			out = append(out, r.cat.specs[wi*64+b])
@@ -335,16 +365,23 @@ func (r *Registry) Specs() []armory.Spec {
 	}
 	if len(r.extra) > 0 {
 		for _, t := range r.extra {
-			out = append(out, t.Spec())
+			if c.Listed(t.Manifest()) {
+				out = append(out, t.Spec())
+			}
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	}
 	return out
 }
 
-// Tools returns every tool the registry holds, sorted by name.
-func (r *Registry) Tools() []armory.Tool {
-	specs := r.Specs()
+// Tools returns the tools the registry lists for a caller without a
+// channel context (ToolsFor(Caller{})), sorted by name.
+func (r *Registry) Tools() []armory.Tool { return r.ToolsFor(Caller{}) }
+
+// ToolsFor returns the tools the registry lists for c (see SpecsFor),
+// sorted by name.
+func (r *Registry) ToolsFor(c Caller) []armory.Tool {
+	specs := r.SpecsFor(c)
 	out := make([]armory.Tool, 0, len(specs))
 	for _, s := range specs {
 		if t, err := r.Lookup(s.Name); err == nil {

@@ -603,6 +603,9 @@ func (h *Roster) Explain(id, tool string) (Explanation, error) {
 			for _, w := range why {
 				d.Reasons = append(d.Reasons, "permission: "+w)
 			}
+			if t.Manifest().NeedsChannel {
+				d.Reasons = append(d.Reasons, "channel context: registered only for a call that names its conversation (X-Armory-Channel, the REST \"channel\" field, MCP _meta \"armory.dev/channel\"); listed only to such a caller")
+			}
 		}
 	}
 	return Explanation{Agent: id, Tool: tool, Visible: d.Visible, Public: d.Public, Reasons: d.Reasons}, nil

@@ -3,6 +3,7 @@ package roster
 import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/access"
+	"github.com/armory-dev/armory/registry"
 )
 
 // ToolInfo is one tool of an agent as `tool list --long` and
@@ -20,9 +21,15 @@ type ToolInfo struct {
 	Source string `json:"source"`
 }
 
-// Tools describes every tool in agent ag's registry, sorted by name.
-func (h *Roster) Tools(ag *Agent) []ToolInfo {
-	tools := ag.Registry.Tools()
+// Tools describes the tools agent ag's registry lists for a caller
+// without a channel context (ToolsFor with the zero Caller), sorted by
+// name.
+func (h *Roster) Tools(ag *Agent) []ToolInfo { return h.ToolsFor(ag, registry.Caller{}) }
+
+// ToolsFor describes the tools agent ag's registry lists for c
+// (registry.Registry.ToolsFor), sorted by name.
+func (h *Roster) ToolsFor(ag *Agent, c registry.Caller) []ToolInfo {
+	tools := ag.Registry.ToolsFor(c)
 	out := make([]ToolInfo, 0, len(tools))
 	for _, t := range tools {
 		s, m := t.Spec(), t.Manifest()

@@ -141,8 +141,10 @@ func (s *Server) newMCPServer(ag *roster.Agent) (*mcp.Server, error) {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
 				Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		})
-	srv.AddReceivingMiddleware(s.unlistedToolCalls(ag))
-	for _, t := range registry.MCPTools(ag.Registry.Tools()) {
+	srv.AddReceivingMiddleware(s.unlistedToolCalls(ag), s.channelListing(ag))
+	// Every tool of the registry, those that need a channel context too:
+	// channelListing leaves them out of the lists of a caller without one.
+	for _, t := range registry.MCPTools(ag.Registry.ToolsFor(registry.Caller{Channel: true})) {
 		if err := s.addMCPTool(srv, ag.ID, t); err != nil {
 			return nil, err
 		}
@@ -340,6 +342,7 @@ func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler
 			Args:    req.Params.Arguments,
 			Session: ScopeSession(agent, name),
 			Wait:    s.opts.ApprovalWait,
+			Channel: s.mcpChannel(req.Session, req.Extra, req.Params.Meta),
 		}
 		if m := req.Params.Meta; m != nil {
 			c.Resume, _ = m[MetaResume].(string)
@@ -359,6 +362,58 @@ func (s *Server) toolHandler(agent string, hasOutputSchema bool) mcp.ToolHandler
 		}
 		o := s.execute(ctx, c)
 		return outcomeResult(o, hasOutputSchema), nil
+	}
+}
+
+// mcpChannel is the conversation an MCP request names: its session's
+// (X-Armory-Channel at initialize), else the request's X-Armory-Channel
+// header (a sessionless client), else its _meta "armory.dev/channel".
+func (s *Server) mcpChannel(ss *mcp.ServerSession, extra *mcp.RequestExtra, meta mcp.Meta) string {
+	if ss != nil && ss.ID() != "" {
+		if ms, ok := s.sessions.lookup(ss.ID()); ok && ms.channel != "" {
+			return ms.channel
+		}
+	}
+	if extra != nil && extra.Header != nil {
+		if ch := extra.Header.Get(ChannelHeader); ch != "" {
+			return ch
+		}
+	}
+	ch, _ := meta[MetaChannel].(string)
+	return ch
+}
+
+// channelListing leaves the tools that need a channel context
+// (armory.Manifest.NeedsChannel) out of the tools/list answers of a
+// request that names no conversation (mcpChannel), as every surface's
+// listing does (registry.Caller). A call of one of them still reaches the
+// pipeline, which refuses it with the reason.
+func (s *Server) channelListing(ag *roster.Agent) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			lr, ok := req.(*mcp.ListToolsRequest)
+			out, isList := res.(*mcp.ListToolsResult)
+			if method != "tools/list" || err != nil || !ok || !isList || out == nil {
+				return res, err
+			}
+			var meta mcp.Meta
+			if lr.Params != nil {
+				meta = lr.Params.Meta
+			}
+			c := caller(s.mcpChannel(lr.Session, lr.Extra, meta))
+			if c.Channel {
+				return res, err
+			}
+			kept := out.Tools[:0:0]
+			for _, t := range out.Tools {
+				if tt, err := ag.Registry.Lookup(t.Name); err != nil || c.Listed(tt.Manifest()) {
+					kept = append(kept, t)
+				}
+			}
+			out.Tools = kept
+			return out, nil
+		}
 	}
 }
 

@@ -42,6 +42,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/audit", s.admin(s.params(s.handleAudit, auditParams...)))
 	mux.Handle("GET /api/audit/verify", s.admin(s.params(s.handleVerify)))
 	s.humanRoutes(mux)
+	mux.Handle("GET /api/channels/{id}/messages", s.anyToken(s.params(s.handleChannelMessages, "cursor", "limit")))
+	mux.Handle("GET /api/channels/messages", s.anyToken(s.params(s.handleChannelMessages, "cursor", "limit")))
 	mux.Handle("GET /api/events", s.long(s.anyToken(s.params(s.handleEvents, "kind", "agent"))))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		msg := "no such endpoint: " + r.Method + " " + r.URL.Path
@@ -95,14 +97,14 @@ func (s *Server) handleTools(w http.ResponseWriter, r *http.Request) {
 	switch v := r.URL.Query().Get("long"); v {
 	case "", "0", "false":
 	case "1", "true":
-		writeJSON(w, http.StatusOK, s.h.Tools(ag))
+		writeJSON(w, http.StatusOK, s.h.ToolsFor(ag, caller(r.Header.Get(ChannelHeader))))
 		return
 	default:
 		s.writeError(w, r, armory.E("", armory.KindInvalid, fmt.Sprintf(`"long" must be 1, true, 0 or false, got %q`, v)))
 		return
 	}
 	out := []ToolEntry{}
-	for _, sp := range ag.Registry.Specs() {
+	for _, sp := range ag.Registry.SpecsFor(caller(r.Header.Get(ChannelHeader))) {
 		out = append(out, ToolEntry{sp.Name, sp.Description})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -112,7 +114,7 @@ func (s *Server) handleBrief(w http.ResponseWriter, r *http.Request) {
 	ag, _ := s.h.Agent(r.PathValue("id"))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	fmt.Fprint(w, registry.Brief(ag.Registry.Specs()))
+	fmt.Fprint(w, registry.Brief(ag.Registry.SpecsFor(caller(r.Header.Get(ChannelHeader)))))
 }
 
 // CallRequest is the body of POST /api/agents/{id}/calls.
@@ -123,6 +125,9 @@ type CallRequest struct {
 	Task          string          `json:"task,omitempty"`
 	Justification string          `json:"justification,omitempty"`
 	Resume        string          `json:"resume,omitempty"`
+	// Channel names the conversation of the call (its channel context;
+	// else the X-Armory-Channel header).
+	Channel string `json:"channel,omitempty"`
 	// Wait is how long to wait for an approval, as a Go duration ("30s");
 	// default 0 (return pending at once), at most Options.MaxCallWait.
 	Wait string `json:"wait,omitempty"`
@@ -156,7 +161,10 @@ func (s *Server) handleCall(w http.ResponseWriter, r *http.Request) {
 	agent := r.PathValue("id")
 	c := pipeline.Call{
 		Agent: agent, Tool: req.Tool, Args: req.Args, Session: ScopeSession(agent, req.Session),
-		Task: req.Task, Justification: req.Justification, Resume: req.Resume, Wait: wait,
+		Task: req.Task, Justification: req.Justification, Resume: req.Resume, Wait: wait, Channel: req.Channel,
+	}
+	if c.Channel == "" {
+		c.Channel = r.Header.Get(ChannelHeader)
 	}
 	if c.Session == pipeline.DefaultSession(agent) && req.Session == "" {
 		if h := r.Header.Get(SessionHeader); h != "" {

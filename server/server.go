@@ -178,8 +178,9 @@ type Server struct {
 	calls      tracker
 	handler    http.Handler
 	hosts      hostPolicy
-	agents     AgentControl // the services module's agents, nil without it
-	humans     Humans       // the services module's human API, nil without it
+	agents     AgentControl  // the services module's agents, nil without it
+	humans     Humans        // the services module's human API, nil without it
+	channels   ChannelReader // the services module's conversations, nil without it
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
 	unwatch []func()
@@ -201,6 +202,9 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	if m, ok := e.Module(services.Name).(Humans); ok {
 		s.humans = m
+	}
+	if m, ok := e.Module(services.Name).(ChannelReader); ok {
+		s.channels = m
 	}
 	s.events = newHub(opts.EventBuffer, opts.EventReplay)
 	s.kinds = e.EventKinds()

@@ -52,6 +52,9 @@ type sessionOwner struct{ agent, token string }
 type mcpSession struct {
 	owner sessionOwner
 	caps  string // the caps session its calls count against
+	// channel is the conversation its calls are made in (X-Armory-Channel
+	// at initialize), "" for none.
+	channel string
 }
 
 // sessionTable binds MCP sessions to their owners and bounds how many are
@@ -282,11 +285,17 @@ func (s *Server) sessionGuard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		channel := r.Header.Get(ChannelHeader)
+		if len(channel) > pipeline.MaxChannelBytes || !utf8.ValidString(channel) {
+			s.writeRPCError(w, r, http.StatusBadRequest, codeInvalidRequest, armory.E("mcp", armory.KindInvalid,
+				fmt.Sprintf("the %s header must name a conversation in at most %d bytes of UTF-8", ChannelHeader, pipeline.MaxChannelBytes)))
+			return
+		}
 		if err := t.reserve(own); err != nil {
 			s.writeRPCError(w, r, httpStatus(armory.KindOf(err)), codeSessionLimit, err)
 			return
 		}
-		sw := &sessionStart{ResponseWriter: w, s: s, own: own, caps: caps}
+		sw := &sessionStart{ResponseWriter: w, s: s, own: own, caps: caps, channel: channel}
 		defer func() {
 			if !sw.registered {
 				t.release(own)
@@ -304,6 +313,7 @@ type sessionStart struct {
 	s          *Server
 	own        sessionOwner
 	caps       string
+	channel    string
 	wrote      bool
 	registered bool
 }
@@ -316,7 +326,7 @@ func (sw *sessionStart) WriteHeader(code int) {
 				sw.caps = ScopeSession(sw.own.agent, SessionRef(id))
 			}
 			sw.Header().Set(SessionHeader, sw.caps)
-			sw.s.bindSession(id, &mcpSession{owner: sw.own, caps: sw.caps})
+			sw.s.bindSession(id, &mcpSession{owner: sw.own, caps: sw.caps, channel: sw.channel})
 			sw.registered = true
 		}
 	}

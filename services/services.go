@@ -118,7 +118,7 @@ func (m *Module) Provision(_ context.Context, env engine.Env) (engine.Contributi
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	m.mu.Unlock()
-	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventTimer, TaskEventKind, EventAgent}, Gate: m.gate}, nil
+	return engine.Contribution{Tools: m.tools(), EventKinds: []string{EventMessage, EventChat, EventChannel, EventTimer, TaskEventKind, EventAgent}, Gate: m.gate}, nil
 }
 
 // Validate keeps the built roster, the world's agents, and hosts the
@@ -158,6 +158,9 @@ func (m *Module) tools() []armory.Tool {
 		out = append(out, t)
 	}
 	for _, t := range m.agentTools() {
+		out = append(out, t)
+	}
+	for _, t := range m.channelTools() { // channel.go
 		out = append(out, t)
 	}
 	return out

@@ -58,6 +58,7 @@ type Store interface {
 	Agents
 	Inboxes
 	Chats
+	Channels
 	Tasks
 	Knowledge
 	Memory

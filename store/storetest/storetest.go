@@ -96,6 +96,7 @@ func Run(t *testing.T, open Opener) {
 			{"PagesAckOwnerIsolationReply", testInbox},
 		}},
 		{"Chats", []check{{"MembersHistory", testChats}}},
+		{"Channels", []check{{"ClaimSendHandoff", testChannels}, {"HandoffRaceTwoStores", testChannelHandoffRace}}},
 		{"Tasks", []check{{"LifecycleStaleVersion", testTasks}}},
 		{"Knowledge", []check{{"VersionsACLPrefix", testKnowledge}}},
 		{"Memory", []check{
