@@ -84,3 +84,17 @@ func TestCLIServicesInExampleWorld(t *testing.T) {
 		t.Fatalf("ask outcome: %v %s", err, askOut.String())
 	}
 }
+
+// TestCLISeed000WorldCheck: seed 000's own world-config example names only
+// tools that exist — the world services, the channel tools and
+// tool.google_search — so world check warns about no unknown tool. (Its
+// config.md's overrides of public tools still warn: they grant nothing.)
+func TestCLISeed000WorldCheck(t *testing.T) {
+	r := armoryCmd(t, nil, "--world", "../../testdata/seed000-world", "world", "check")
+	if r.code != 0 || strings.Contains(r.stderr, "is defined") {
+		t.Fatalf("world check of seed 000's example: %+v", r)
+	}
+	if strings.Count(r.stderr, "warning:") != 2 || strings.Count(r.stderr, "is public (in no privilege group); the override grants nothing") != 2 {
+		t.Errorf("warnings:\n%s", r.stderr)
+	}
+}
