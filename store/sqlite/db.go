@@ -17,14 +17,33 @@ type sqlQuerier interface {
 }
 
 // querier adapts database/sql to sqlstore.Querier; stmts are prepared
-// statements used in place of their query.
+// statements (of the pool that q is or that tx was begun on) used in
+// place of their query, through tx.StmtContext inside a transaction.
 type querier struct {
 	q     sqlQuerier
+	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
 }
 
+// stmt returns the prepared form of q, or nil.
+func (d querier) stmt(ctx context.Context, q string) *sql.Stmt {
+	st := d.stmts[q]
+	if st != nil && d.tx != nil {
+		// Reuses the statement prepared on the transaction's connection
+		// (prepares it there once if need be); closed with the transaction.
+		return d.tx.StmtContext(ctx, st)
+	}
+	return st
+}
+
 func (d querier) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	res, err := d.q.ExecContext(ctx, q, args...)
+	var res sql.Result
+	var err error
+	if st := d.stmt(ctx, q); st != nil {
+		res, err = st.ExecContext(ctx, args...)
+	} else {
+		res, err = d.q.ExecContext(ctx, q, args...)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -32,7 +51,13 @@ func (d querier) Exec(ctx context.Context, q string, args ...any) (int64, error)
 }
 
 func (d querier) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	rows, err := d.q.QueryContext(ctx, q, args...)
+	var rows *sql.Rows
+	var err error
+	if st := d.stmt(ctx, q); st != nil {
+		rows, err = st.QueryContext(ctx, args...)
+	} else {
+		rows, err = d.q.QueryContext(ctx, q, args...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +65,7 @@ func (d querier) Query(ctx context.Context, q string, args ...any) (sqlstore.Row
 }
 
 func (d querier) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
-	if st := d.stmts[q]; st != nil {
+	if st := d.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
 	return d.q.QueryRowContext(ctx, q, args...)
@@ -53,13 +78,13 @@ func (d querier) QueryRow(ctx context.Context, q string, args ...any) sqlstore.R
 func (s *Store) core() *sqlstore.Core {
 	return sqlstore.New(sqlstore.Config{
 		Name:  "sqlite",
-		Read:  querier{q: s.r, stmts: map[string]*sql.Stmt{sqlstore.LookupTokenQuery: s.lookupToken}},
-		Write: querier{q: s.w},
+		Read:  querier{q: s.r, stmts: s.hotReads},
+		Write: querier{q: s.w, stmts: s.hotWrites},
 		Tx: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
-			return inTx(ctx, s.w, nil, fn)
+			return inTx(ctx, s.w, nil, s.hotWrites, fn)
 		},
 		Snapshot: func(ctx context.Context, fn func(sqlstore.Querier) error) error {
-			return inTx(ctx, s.r, &sql.TxOptions{ReadOnly: true}, fn)
+			return inTx(ctx, s.r, &sql.TxOptions{ReadOnly: true}, s.hotReads, fn)
 		},
 		Gate:    s.gate,
 		Now:     s.opts.Now,
@@ -72,16 +97,17 @@ func (s *Store) core() *sqlstore.Core {
 	})
 }
 
-// inTx runs fn in a transaction of db and commits it when fn returns nil.
+// inTx runs fn in a transaction of db and commits it when fn returns nil;
+// stmts are statements prepared on db (querier).
 func inTx(ctx context.Context, db interface {
 	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, opts *sql.TxOptions, fn func(sqlstore.Querier) error) error {
+}, opts *sql.TxOptions, stmts map[string]*sql.Stmt, fn func(sqlstore.Querier) error) error {
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	if err := fn(querier{q: tx}); err != nil {
+	if err := fn(querier{q: tx, tx: tx, stmts: stmts}); err != nil {
 		return err
 	}
 	return tx.Commit()

@@ -94,8 +94,10 @@ type Store struct {
 	// inserts, counter upserts, session starts.
 	insert, setCounters, startSessions map[int]*sql.Stmt
 	readHead, moveHead, dataVersion    *sql.Stmt
-	lookupToken                        *sql.Stmt // on the readers: every authenticated request
-	admitStmts                         struct{ start, overrides, counter *sql.Stmt }
+	// hotReads (on the readers) and hotWrites (on the writer) are the
+	// shared layer's hot statements, prepared (sqlstore.HotReads), by text.
+	hotReads, hotWrites map[string]*sql.Stmt
+	admitStmts          struct{ start, overrides, counter *sql.Stmt }
 
 	// tokenEpochFile is replaced whenever a token is revoked (TokenEpoch).
 	tokenEpochFile string
@@ -278,9 +280,20 @@ func OpenWith(path string, opts Options) (*Store, error) {
 		s.closeDBs()
 		return nil, fmt.Errorf("sqlite: prepare: %w", err)
 	}
-	if s.lookupToken, err = r.Prepare(sqlstore.LookupTokenQuery); err != nil {
-		s.closeDBs()
-		return nil, fmt.Errorf("sqlite: prepare: %w", err)
+	for _, hot := range []struct {
+		db *sql.DB
+		m  *map[string]*sql.Stmt
+		qs []string
+	}{{r, &s.hotReads, sqlstore.HotReads()}, {w, &s.hotWrites, sqlstore.HotWrites()}} {
+		*hot.m = make(map[string]*sql.Stmt, len(hot.qs))
+		for _, q := range hot.qs {
+			st, err := hot.db.Prepare(q)
+			if err != nil {
+				s.closeDBs()
+				return nil, fmt.Errorf("sqlite: prepare: %w", err)
+			}
+			(*hot.m)[q] = st
+		}
 	}
 	s.Core = s.core()
 	a := &s.admitStmts
@@ -345,7 +358,7 @@ func execRows(ctx context.Context, tx *sql.Tx, stmts map[int]*sql.Stmt, cols int
 
 func (s *Store) migrate() error {
 	return sqlstore.Migrate(context.Background(), "sqlite", func(ctx context.Context, fn func(sqlstore.Querier) error) error {
-		return inTx(ctx, s.w, nil, fn) // BEGIN IMMEDIATE: one migrator at a time
+		return inTx(ctx, s.w, nil, nil, fn) // BEGIN IMMEDIATE: one migrator at a time
 	}, sqlstore.Schema{
 		FS:       migrations,
 		Versions: `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_us INTEGER NOT NULL)`,
@@ -372,8 +385,13 @@ func (s *Store) closeDBs() error {
 			errs = append(errs, st.Close())
 		}
 	}
+	for _, m := range []map[string]*sql.Stmt{s.hotReads, s.hotWrites} {
+		for _, st := range m {
+			errs = append(errs, st.Close())
+		}
+	}
 	a := &s.admitStmts
-	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, s.dataVersion, s.lookupToken, a.start, a.overrides, a.counter} {
+	for _, st := range []*sql.Stmt{s.readHead, s.moveHead, s.dataVersion, a.start, a.overrides, a.counter} {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -39,6 +39,31 @@ func inChunks[T any](items []T, fn func([]T) error) error {
 
 const selectMessage = `SELECT seq, id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us, acked_us FROM messages`
 
+// The statements of a syscall.ask round trip (the ask sent, the message
+// read by the replier, the reply sent with the ask acknowledged, the reply
+// taken by the asker): HotReads and HotWrites list them for a backend that
+// keeps them prepared.
+const (
+	insertMessagePrefix = `INSERT INTO messages (id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us)
+				VALUES `
+	getMessageQuery = selectMessage + ` WHERE id = ?`
+	takeReplyQuery  = `UPDATE messages
+		SET acked_us = CASE WHEN acked_us = 0 THEN ? ELSE acked_us END
+		WHERE id = (SELECT id FROM messages WHERE reply_to = ? AND reply_to <> '' AND kind = 'reply' AND to_agent = ? ORDER BY seq LIMIT 1)
+		RETURNING seq, id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us, acked_us`
+	sendReplyQuery = `INSERT INTO messages (id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`
+	ackAnsweredQuery = `UPDATE messages SET acked_us = ? WHERE id = ? AND to_agent = ? AND acked_us = 0`
+)
+
+// sendMessagesQuery is SendMessages' insert of n rows.
+func sendMessagesQuery(n int) string {
+	return insertMessagePrefix + placeholders(9, n) + ` RETURNING id, seq`
+}
+
+// sendMessageQuery is sendMessagesQuery(1), built once: a hot statement.
+var sendMessageQuery = sendMessagesQuery(1)
+
 func scanMessage(row Row) (*store.Message, error) {
 	var (
 		m                  store.Message
@@ -84,8 +109,7 @@ func (c *Core) SendMessages(ctx context.Context, msgs []*store.Message) error {
 				seq int64
 			}, err error) {
 				return kv, r.Scan(&kv.id, &kv.seq)
-			}, `INSERT INTO messages (id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us)
-				VALUES `+placeholders(9, len(part))+` RETURNING id, seq`, args...)
+			}, sendMessagesQuery(len(part)), args...)
 			if err != nil {
 				return err
 			}
@@ -151,7 +175,7 @@ func (c *Core) AckMessages(ctx context.Context, agent string, ids []string) (int
 
 // GetMessage implements store.Inboxes.
 func (c *Core) GetMessage(ctx context.Context, id string) (*store.Message, error) {
-	return one(ctx, c, c.c.Read, "message "+id, scanMessage, selectMessage+` WHERE id = ?`, id)
+	return one(ctx, c, c.c.Read, "message "+id, scanMessage, getMessageQuery, id)
 }
 
 // FindReply implements store.Inboxes.
@@ -163,11 +187,7 @@ func (c *Core) FindReply(ctx context.Context, askID string) (*store.Message, err
 // TakeReply implements store.Inboxes: one UPDATE … RETURNING on the
 // writer, which writes nothing when there is no reply yet.
 func (c *Core) TakeReply(ctx context.Context, agent, askID string) (*store.Message, error) {
-	return one(ctx, c, c.c.Write, "reply to "+askID, scanMessage, `UPDATE messages
-		SET acked_us = CASE WHEN acked_us = 0 THEN ? ELSE acked_us END
-		WHERE id = (SELECT id FROM messages WHERE reply_to = ? AND reply_to <> '' AND kind = 'reply' AND to_agent = ? ORDER BY seq LIMIT 1)
-		RETURNING seq, id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us, acked_us`,
-		c.nowUS(), askID, agent)
+	return one(ctx, c, c.c.Write, "reply to "+askID, scanMessage, takeReplyQuery, c.nowUS(), askID, agent)
 }
 
 // SendReply implements store.Inboxes: the reply's insert and the
@@ -182,12 +202,11 @@ func (c *Core) SendReply(ctx context.Context, rep *store.Message) error {
 	now, id := c.nowUS(), audit.NewID()
 	var seq int64
 	err := c.tx(ctx, "send reply", func(q Querier) error {
-		if err := q.QueryRow(ctx, `INSERT INTO messages (id, to_agent, from_agent, kind, subject, body, reply_to, chat, created_us)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+		if err := q.QueryRow(ctx, sendReplyQuery,
 			id, rep.To, rep.From, rep.Kind, rep.Subject, rep.Body, rep.ReplyTo, rep.Chat, now).Scan(&seq); err != nil {
 			return err
 		}
-		_, err := q.Exec(ctx, `UPDATE messages SET acked_us = ? WHERE id = ? AND to_agent = ? AND acked_us = 0`, now, rep.ReplyTo, rep.From)
+		_, err := q.Exec(ctx, ackAnsweredQuery, now, rep.ReplyTo, rep.From)
 		return err
 	})
 	if err != nil {
