@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory/store/internal/eventbus"
+	"github.com/fsnotify/fsnotify"
 )
 
 // Events (store.Events) between the processes that share a database file
@@ -38,6 +39,17 @@ import (
 // last eventKeep (at most eventKeepRows of them); a subscriber polls every eventPoll and reads at
 // most eventReadBatch rows per query.
 //
+// Wake: a subscribed Store also watches the events database's WAL file
+// (PATH-events-wal, fsnotify: inotify on Linux), which every commit to the
+// events database writes, and polls as soon as it changes, at most once
+// per eventWakeGap; the poll every eventPoll stays, as the fallback when
+// the watch cannot be set up or is lost (no inotify, its limits reached, the
+// file removed), and a lost watch is set up again at the next listener
+// beat. One watch per Store, held by its poller; the WAL is not replaced
+// while this Store holds the events database open (SQLite removes it with
+// the last connection), so watching the file, not its folder (which holds
+// the store's own busy WAL too), is enough.
+//
 // Pace: while a hurry is held (HurryEvents: a syscall.ask of this process
 // waits for its reply), the poller polls every eventPollFast instead, and
 // when the last hurry ends it backs off, doubling its interval back to
@@ -54,6 +66,7 @@ const (
 	eventPoll      = 200 * time.Millisecond
 	eventPollFast  = 10 * time.Millisecond
 	eventReadBatch = 512
+	eventWakeGap   = time.Millisecond
 	// listenerBeat is how often a listening Store marks itself alive and a
 	// publishing Store looks for listeners; a mark older than
 	// listenerStale is not a listener.
@@ -82,6 +95,7 @@ type events struct {
 	openOnce sync.Once
 	db       *sql.DB
 	openErr  error
+	pollStmt *sql.Stmt // pollQuery, prepared: a poll runs at every change of the file
 
 	pub     eventbus.Publisher
 	subs    eventbus.Subscribers
@@ -93,26 +107,106 @@ type events struct {
 	kick     chan struct{} // a hurry began: the poller re-arms now
 	interval atomic.Int64  // the poller's last interval, in ns (for tests)
 
+	// slow replaces eventPoll when set, and noWatch turns the watch off
+	// (tests; set before the first subscription).
+	slow    time.Duration
+	noWatch bool
+	// watched counts the wakes of the watch (for tests).
+	watched atomic.Int64
+
 	stop chan struct{} // closed by Close: the goroutines end
 	wg   sync.WaitGroup
 }
 
 // pollPace is the poller's interval: eventPollFast while hurried, then,
-// once no hurry is held, doubling at each poll back to eventPoll.
-type pollPace struct{ cur time.Duration }
+// once no hurry is held, doubling at each poll back to slow (eventPoll).
+type pollPace struct{ cur, slow time.Duration }
 
-// next returns the interval to wait before the next poll.
-func (p *pollPace) next(hurried bool) time.Duration {
+// next returns the interval to wait before the next poll; woken: the
+// watch woke this poll.
+func (p *pollPace) next(hurried, woken bool) time.Duration {
+	slow := p.slow
+	if slow <= 0 {
+		slow = eventPoll
+	}
 	switch {
+	case woken:
+		p.cur = eventWakeGap
 	case hurried:
 		p.cur = eventPollFast
 	case p.cur <= 0:
-		p.cur = eventPoll
+		p.cur = slow
 	default:
-		p.cur = min(2*p.cur, eventPoll)
+		p.cur = min(2*p.cur, slow)
 	}
 	return p.cur
 }
+
+// walWatch wakes the poller when the events database's WAL file changes
+// (see Wake above). lost is set once it no longer watches.
+type walWatch struct {
+	w    *fsnotify.Watcher
+	lost atomic.Bool
+	done chan struct{}
+}
+
+// watch starts watching the WAL file of the events database; nil when it
+// cannot (the poll is the fallback). Each change sends on wake without
+// blocking (wake holds one: changes coalesce).
+func (ev *events) watch(wake chan<- struct{}) *walWatch {
+	if ev.noWatch {
+		return nil
+	}
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil
+	}
+	if err := w.Add(ev.path + "-wal"); err != nil {
+		w.Close()
+		return nil
+	}
+	ww := &walWatch{w: w, done: make(chan struct{})}
+	go func() {
+		defer close(ww.done)
+		defer ww.lost.Store(true)
+		for {
+			select {
+			case e, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if e.Has(fsnotify.Remove) || e.Has(fsnotify.Rename) {
+					return // the file is gone: polls only, until the next beat re-arms
+				}
+				if !e.Has(fsnotify.Write) {
+					continue
+				}
+			case _, ok := <-w.Errors: // an overflow among them: poll, changes may have been missed
+				if !ok {
+					return
+				}
+			}
+			ev.watched.Add(1)
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ww
+}
+
+// close ends the watch and waits for its goroutine; nil-safe.
+func (ww *walWatch) close() {
+	if ww == nil {
+		return
+	}
+	ww.w.Close()
+	<-ww.done
+}
+
+// ok reports whether ww still watches.
+func (ww *walWatch) ok() bool { return ww != nil && !ww.lost.Load() }
 
 // HurryEvents implements store.EventsHurrier: until done is called, this
 // Store's poller reads the events file every eventPollFast instead of
@@ -149,6 +243,9 @@ func (ev *events) open() (*sql.DB, error) {
 			db.SetMaxOpenConns(2) // the publisher and the poller
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err = db.ExecContext(ctx, eventsSchema)
+			if err == nil {
+				ev.pollStmt, err = db.PrepareContext(ctx, pollQuery)
+			}
 			cancel()
 			if err != nil {
 				db.Close()
@@ -306,27 +403,42 @@ func latestSeq(db *sql.DB) int64 {
 	return last
 }
 
-// pollLoop reads the events appended after seq last, every eventPoll
-// (every eventPollFast while hurried: pollPace), and hands each to the
+// pollLoop reads the events appended after seq last as soon as the watch
+// of the events file wakes it, and every eventPoll (every eventPollFast
+// while hurried: pollPace) in any case, and hands each to the
 // subscribers, until the Store closes or no subscriber is left.
 func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	defer ev.wg.Done()
 	defer ev.beat(db, lid, false)
-	var pace pollPace
-	d := pace.next(ev.hurries.Load() > 0)
+	wake := make(chan struct{}, 1)
+	ww := ev.watch(wake)
+	defer func() { ww.close() }()
+	pace := pollPace{slow: ev.slow}
+	d := pace.next(ev.hurries.Load() > 0, false)
 	ev.interval.Store(int64(d))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	beaten := ev.now()
+	var polled time.Time // the last poll (wall time: the wake's gap)
 	for {
+		woken := false
 		select {
 		case <-ev.stop:
 			return
 		case <-t.C:
 		case <-ev.kick: // a hurry began: poll now, then at the fast pace
 			t.Stop()
+		case <-wake: // the events file changed: poll now (at most once per eventWakeGap)
+			woken = true
+			if gap := eventWakeGap - time.Since(polled); gap > 0 {
+				select {
+				case <-ev.stop:
+					return
+				case <-time.After(gap):
+				}
+			}
 		}
-		d := pace.next(ev.hurries.Load() > 0)
+		d := pace.next(ev.hurries.Load() > 0, woken)
 		ev.interval.Store(int64(d))
 		t.Reset(d)
 		if ev.subs.Idle() { // the next subscription starts a new poller
@@ -335,7 +447,12 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 		if now := ev.now(); now.Sub(beaten) >= listenerBeat || now.Before(beaten) {
 			ev.beat(db, lid, true)
 			beaten = now
+			if !ww.ok() { // set up, or lost since: try again
+				ww.close()
+				ww = ev.watch(wake)
+			}
 		}
+		polled = time.Now()
 		if last < 0 { // the latest seq could not be read: start from now
 			last = latestSeq(db)
 			continue
@@ -350,6 +467,9 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	}
 }
 
+const pollQuery = `SELECT seq, CASE WHEN typeof(payload) = 'blob' AND length(payload) < ? THEN payload END
+		FROM events WHERE seq > ? ORDER BY seq LIMIT ?`
+
 // poll reads at most eventReadBatch events after seq last and delivers
 // them; it returns how many it read and the last seq read.
 func (ev *events) poll(db *sql.DB, last int64) (int, int64, error) {
@@ -359,8 +479,7 @@ func (ev *events) poll(db *sql.DB, last int64) (int, int64, error) {
 	// PublishEvent writes); another row's payload, written by something
 	// else on the file, is skipped unread (length of a blob reads no
 	// content), so a subscriber holds at most eventReadBatch small events.
-	rows, err := db.QueryContext(ctx, `SELECT seq, CASE WHEN typeof(payload) = 'blob' AND length(payload) < ? THEN payload END
-		FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, MaxEventPayload, last, eventReadBatch)
+	rows, err := ev.pollStmt.QueryContext(ctx, MaxEventPayload, last, eventReadBatch)
 	if err != nil {
 		return 0, last, err
 	}
@@ -387,7 +506,7 @@ func (ev *events) close() error {
 	close(ev.stop)
 	ev.wg.Wait()
 	if ev.db != nil {
-		return ev.db.Close()
+		return errors.Join(ev.pollStmt.Close(), ev.db.Close())
 	}
 	return nil
 }

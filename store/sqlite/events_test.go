@@ -247,3 +247,49 @@ func TestEventsHurriedOnlyWhileHeld(t *testing.T) {
 	}
 	eventually(t, "back at the slow pace once no hurry is held", func() bool { return sqlite.PollInterval(a) == sqlite.EventPoll })
 }
+
+// The watch of the events file wakes a subscriber as soon as another Store
+// writes: with the poll an hour apart (so only the watch can deliver within
+// the test's bound), each of several events from b reaches a, in order.
+// Without the watch, the poll still delivers (the fallback).
+func TestEventsWatchWakesSubscriber(t *testing.T) {
+	for _, watch := range []bool{true, false} {
+		t.Run(fmt.Sprint("watch=", watch), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "armory.db")
+			a, err := sqlite.OpenWith(path, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			b, err := sqlite.OpenWith(path, sqlite.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			slow := time.Hour
+			if !watch {
+				slow = 20 * time.Millisecond
+			}
+			sqlite.SetEventPoll(a, slow, watch)
+			got := make(chan string, 64)
+			defer a.SubscribeEvents(func(p []byte) { got <- string(p) })()
+			eventually(t, "b publishes to a", func() bool { return b.PublishEvent([]byte("e0")) })
+			for i := range 5 {
+				if i > 0 && !b.PublishEvent(fmt.Appendf(nil, "e%d", i)) {
+					t.Fatalf("event %d not published", i)
+				}
+				select {
+				case p := <-got:
+					if want := fmt.Sprintf("e%d", i); p != want {
+						t.Fatalf("a got %q, want %q", p, want)
+					}
+				case <-time.After(time.Minute): // a bound, not a timing check
+					t.Fatalf("a never got event %d", i)
+				}
+			}
+			if n := sqlite.EventWakes(a); watch != (n > 0) {
+				t.Fatalf("watch %v: %d wakes", watch, n)
+			}
+		})
+	}
+}

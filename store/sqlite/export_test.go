@@ -24,7 +24,7 @@ func Pace(hurried ...bool) []time.Duration {
 	var p pollPace
 	out := make([]time.Duration, len(hurried))
 	for i, h := range hurried {
-		out[i] = p.next(h)
+		out[i] = p.next(h, false)
 	}
 	return out
 }
@@ -33,3 +33,12 @@ const (
 	EventPoll     = eventPoll
 	EventPollFast = eventPollFast
 )
+
+// SetEventPoll sets s's slow poll interval (in place of EventPoll), and
+// with watch false turns the watch of the events file off; call it before
+// s's first subscription.
+func SetEventPoll(s *Store, d time.Duration, watch bool) { s.ev.slow, s.ev.noWatch = d, !watch }
+
+// EventWakes is how many times the watch of s's events file woke its
+// poller.
+func EventWakes(s *Store) int64 { return s.ev.watched.Load() }
