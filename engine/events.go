@@ -116,20 +116,6 @@ func (e *Engine) SubscribePeers(f func(pipeline.Event)) (unsubscribe func()) {
 	return e.relay.subscribe(f)
 }
 
-// HurryPeers asks the store to deliver the other processes' events
-// sooner until done is called (store.EventsHurrier: SQLite polls its
-// events file every 10 ms instead of every 200 ms, then backs off), for a
-// caller that waits for such an event — a syscall.ask waiting for a reply
-// from another process. Hold it only while waiting: it costs the store
-// more frequent polls. Nothing to do on a store whose events are pushed
-// (Postgres). Safe for concurrent use; done may be called more than once.
-func (e *Engine) HurryPeers() (done func()) {
-	if h, ok := e.relay.bus.(store.EventsHurrier); ok {
-		return h.HurryEvents()
-	}
-	return func() {}
-}
-
 // emit is the pipeline's OnEvent: this process's subscribers first, then
 // the other processes.
 func (e *Engine) emit(ev pipeline.Event) {

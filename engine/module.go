@@ -85,15 +85,6 @@ func (e Env) SubscribePeers(f func(pipeline.Event)) (unsubscribe func()) {
 	return e.eng.SubscribePeers(f)
 }
 
-// HurryPeers is Engine.HurryPeers: the other processes' events sooner,
-// while something here waits for one. The returned func ends the hurry.
-func (e Env) HurryPeers() (done func()) {
-	if e.eng == nil {
-		return func() {}
-	}
-	return e.eng.HurryPeers()
-}
-
 // OpenedStore returns the engine's store if a part of the runtime opened
 // it already (Open opens it first unless Options.Skip has Store), without
 // opening it: a module that only wants the store when the command has one

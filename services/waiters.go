@@ -23,7 +23,6 @@ type waiters struct {
 	subMu  sync.Mutex
 	unsub  func()      // the subscriptions, while listening
 	linger *time.Timer // stops listening, once idle
-	hurry  func()      // ends the hurry of the peers' events, while some ask waits
 
 	mu     sync.Mutex
 	n      int
@@ -75,11 +74,6 @@ func (ws *waiters) add(m *Module, agent string) (*waiter, error) {
 		peers := env.SubscribePeers(ws.onEvent)
 		ws.unsub = func() { local(); peers() }
 	}
-	if ws.hurry == nil {
-		// A reply from another process arrives sooner while asks wait
-		// (the SQLite store polls its events file faster); only then.
-		ws.hurry = env.HurryPeers()
-	}
 	return w, nil
 }
 
@@ -100,10 +94,6 @@ func (ws *waiters) remove(w *waiter) {
 	ws.n--
 	idle := ws.n == 0
 	ws.mu.Unlock()
-	if idle && ws.hurry != nil {
-		ws.hurry()
-		ws.hurry = nil
-	}
 	if idle && ws.unsub != nil && ws.linger == nil {
 		ws.linger = time.AfterFunc(subscriptionLinger, ws.stopIdle)
 	}
@@ -137,10 +127,6 @@ func (ws *waiters) close() {
 	if ws.unsub != nil {
 		ws.unsub()
 		ws.unsub = nil
-	}
-	if ws.hurry != nil {
-		ws.hurry()
-		ws.hurry = nil
 	}
 }
 

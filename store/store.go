@@ -259,18 +259,6 @@ type Events interface {
 	EventsDropped() int64
 }
 
-// EventsHurrier is implemented by an Events whose delivery of the other
-// processes' events is paced (SQLite polls a file): while at least one
-// hurry is held, it delivers them sooner, at a cost (more frequent
-// polls), so a caller holds one only while something waits for such an
-// event (a syscall.ask waiting for its reply) and calls done once it is
-// over. A store whose events are pushed (Postgres LISTEN/NOTIFY) has
-// nothing to hurry and does not implement it. Safe for concurrent use;
-// done may be called more than once.
-type EventsHurrier interface {
-	HurryEvents() (done func())
-}
-
 // Token is an API token of the server: an admin token reaches everything,
 // an agent token only that agent's tools, calls and MCP endpoint. The
 // secret itself is never stored, only Hash (hex SHA-256 of the secret).

@@ -49,13 +49,6 @@ import (
 // while this Store holds the events database open (SQLite removes it with
 // the last connection), so watching the file, not its folder (which holds
 // the store's own busy WAL too), is enough.
-//
-// Pace: while a hurry is held (HurryEvents: a syscall.ask of this process
-// waits for its reply), the poller polls every eventPollFast instead, and
-// when the last hurry ends it backs off, doubling its interval back to
-// eventPoll (pollPace). A poll is one indexed read of the events file (no
-// write, no lock on the store), so a hurried poller costs ~eventPoll /
-// eventPollFast small reads per eventPoll, only while something waits.
 const (
 	// MaxEventPayload is the largest event payload PublishEvent sends, the
 	// same bound as the Postgres store's.
@@ -64,7 +57,6 @@ const (
 	eventKeep      = time.Minute
 	eventKeepRows  = 10000
 	eventPoll      = 200 * time.Millisecond
-	eventPollFast  = 10 * time.Millisecond
 	eventReadBatch = 512
 	eventWakeGap   = time.Millisecond
 	// listenerBeat is how often a listening Store marks itself alive and a
@@ -103,9 +95,7 @@ type events struct {
 	lookOne sync.Once   // the first look, and the look loop
 	others  atomic.Bool // another Store listened at the last look
 
-	hurries  atomic.Int64  // hurries held (HurryEvents)
-	kick     chan struct{} // a hurry began: the poller re-arms now
-	interval atomic.Int64  // the poller's last interval, in ns (for tests)
+	interval atomic.Int64 // the poller's last interval, in ns (for tests)
 
 	// slow replaces eventPoll when set, and noWatch turns the watch off
 	// (tests; set before the first subscription).
@@ -118,13 +108,14 @@ type events struct {
 	wg   sync.WaitGroup
 }
 
-// pollPace is the poller's interval: eventPollFast while hurried, then,
-// once no hurry is held, doubling at each poll back to slow (eventPoll).
+// pollPace is the poller's interval: eventWakeGap after a poll the watch
+// woke (the change it saw may become visible a moment after the write that
+// woke it), then doubling at each poll back to slow (eventPoll).
 type pollPace struct{ cur, slow time.Duration }
 
 // next returns the interval to wait before the next poll; woken: the
 // watch woke this poll.
-func (p *pollPace) next(hurried, woken bool) time.Duration {
+func (p *pollPace) next(woken bool) time.Duration {
 	slow := p.slow
 	if slow <= 0 {
 		slow = eventPoll
@@ -132,8 +123,6 @@ func (p *pollPace) next(hurried, woken bool) time.Duration {
 	switch {
 	case woken:
 		p.cur = eventWakeGap
-	case hurried:
-		p.cur = eventPollFast
 	case p.cur <= 0:
 		p.cur = slow
 	default:
@@ -208,25 +197,10 @@ func (ww *walWatch) close() {
 // ok reports whether ww still watches.
 func (ww *walWatch) ok() bool { return ww != nil && !ww.lost.Load() }
 
-// HurryEvents implements store.EventsHurrier: until done is called, this
-// Store's poller reads the events file every eventPollFast instead of
-// eventPoll (then it backs off; see pollPace). It does not start a
-// poller: only SubscribeEvents does.
-func (s *Store) HurryEvents() (done func()) {
-	ev := s.ev
-	ev.hurries.Add(1)
-	select {
-	case ev.kick <- struct{}{}:
-	default:
-	}
-	var once sync.Once
-	return func() { once.Do(func() { ev.hurries.Add(-1) }) }
-}
-
 func newEvents(path string, now func() time.Time) *events {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	ev := &events{path: path, id: hex.EncodeToString(b[:]), now: now, stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+	ev := &events{path: path, id: hex.EncodeToString(b[:]), now: now, stop: make(chan struct{})}
 	ev.pub.Send = ev.append
 	return ev
 }
@@ -404,8 +378,8 @@ func latestSeq(db *sql.DB) int64 {
 }
 
 // pollLoop reads the events appended after seq last as soon as the watch
-// of the events file wakes it, and every eventPoll (every eventPollFast
-// while hurried: pollPace) in any case, and hands each to the
+// of the events file wakes it (then at pollPace's quick pace, backing off),
+// and every eventPoll in any case, and hands each to the
 // subscribers, until the Store closes or no subscriber is left.
 func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	defer ev.wg.Done()
@@ -414,7 +388,7 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	ww := ev.watch(wake)
 	defer func() { ww.close() }()
 	pace := pollPace{slow: ev.slow}
-	d := pace.next(ev.hurries.Load() > 0, false)
+	d := pace.next(false)
 	ev.interval.Store(int64(d))
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -426,8 +400,6 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 		case <-ev.stop:
 			return
 		case <-t.C:
-		case <-ev.kick: // a hurry began: poll now, then at the fast pace
-			t.Stop()
 		case <-wake: // the events file changed: poll now (at most once per eventWakeGap)
 			woken = true
 			if gap := eventWakeGap - time.Since(polled); gap > 0 {
@@ -438,7 +410,7 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 				}
 			}
 		}
-		d := pace.next(ev.hurries.Load() > 0, woken)
+		d := pace.next(woken)
 		ev.interval.Store(int64(d))
 		t.Reset(d)
 		if ev.subs.Idle() { // the next subscription starts a new poller

@@ -190,62 +190,18 @@ func withEventsFile(t *testing.T) (path string, s *sqlite.Store, events *sql.DB)
 	return path, s, events
 }
 
-// The poller's pace: every EventPoll; every EventPollFast while hurried;
-// once the hurry ends it backs off, doubling back to EventPoll.
+// The poller's pace: every EventPoll; after a poll the watch woke, again
+// EventWakeGap later, then doubling back to EventPoll.
 func TestEventsPollPace(t *testing.T) {
-	fast, slow := sqlite.EventPollFast, sqlite.EventPoll
-	got := sqlite.Pace(false, true, true, false, false, false, false, false, false, true, false)
-	want := []time.Duration{slow, fast, fast, 2 * fast, 4 * fast, 8 * fast, 16 * fast, slow, slow, fast, 2 * fast}
-	if 16*fast >= slow || 32*fast < slow {
-		t.Fatalf("the test assumes 16×%v < %v ≤ 32×%v", fast, slow, fast)
+	gap, slow := sqlite.EventWakeGap, sqlite.EventPoll
+	if 128*gap >= slow || 256*gap < slow {
+		t.Fatalf("the test assumes 128×%v < %v ≤ 256×%v", gap, slow, gap)
 	}
+	got := sqlite.Pace(false, true, false, false, false, false, false, false, false, false, false, true, false)
+	want := []time.Duration{slow, gap, 2 * gap, 4 * gap, 8 * gap, 16 * gap, 32 * gap, 64 * gap, 128 * gap, slow, slow, gap, 2 * gap}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("pace %v, want %v", got, want)
 	}
-}
-
-// HurryEvents makes the listening Store's poller poll fast while a hurry
-// is held (events from another Store still arrive), and only then: after
-// the last hurry ends it is back at the slow pace. Each wait is bounded,
-// not timed.
-func TestEventsHurriedOnlyWhileHeld(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "armory.db")
-	a, err := sqlite.OpenWith(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := sqlite.OpenWith(path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	got := make(chan string, 64)
-	defer a.SubscribeEvents(func(p []byte) { got <- string(p) })()
-	eventually(t, "the slow pace at first", func() bool { return sqlite.PollInterval(a) == sqlite.EventPoll })
-
-	done1, done2 := a.HurryEvents(), a.HurryEvents()
-	eventually(t, "the fast pace while hurried", func() bool { return sqlite.PollInterval(a) == sqlite.EventPollFast })
-	eventually(t, "b publishes to a", func() bool { return b.PublishEvent([]byte("reply")) })
-	select {
-	case p := <-got:
-		if p != "reply" {
-			t.Fatalf("a got %q", p)
-		}
-	case <-time.After(time.Minute): // a bound, not a timing check
-		t.Fatal("a never got the event")
-	}
-	done1()
-	done1() // a second call changes nothing
-	if n := sqlite.EventsHurries(a); n != 1 {
-		t.Fatalf("%d hurries held after one of two ended", n)
-	}
-	eventually(t, "still fast while one hurry is held", func() bool { return sqlite.PollInterval(a) == sqlite.EventPollFast })
-	done2()
-	if n := sqlite.EventsHurries(a); n != 0 {
-		t.Fatalf("%d hurries held after both ended", n)
-	}
-	eventually(t, "back at the slow pace once no hurry is held", func() bool { return sqlite.PollInterval(a) == sqlite.EventPoll })
 }
 
 // The watch of the events file wakes a subscriber as soon as another Store

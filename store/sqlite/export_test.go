@@ -13,25 +13,22 @@ func WriterSynchronous(s *Store) (int, error) {
 	return v, err
 }
 
-// EventsHurries returns the hurries held on s's events (HurryEvents), and
-// PollInterval the interval its poller used last, for tests.
-func EventsHurries(s *Store) int64 { return s.ev.hurries.Load() }
-
+// PollInterval is the interval s's poller used last, for tests.
 func PollInterval(s *Store) time.Duration { return time.Duration(s.ev.interval.Load()) }
 
-// Pace returns the intervals a pollPace gives for hurried, in order.
-func Pace(hurried ...bool) []time.Duration {
+// Pace returns the intervals a pollPace gives for woken, in order.
+func Pace(woken ...bool) []time.Duration {
 	var p pollPace
-	out := make([]time.Duration, len(hurried))
-	for i, h := range hurried {
-		out[i] = p.next(h, false)
+	out := make([]time.Duration, len(woken))
+	for i, w := range woken {
+		out[i] = p.next(w)
 	}
 	return out
 }
 
 const (
-	EventPoll     = eventPoll
-	EventPollFast = eventPollFast
+	EventPoll    = eventPoll
+	EventWakeGap = eventWakeGap
 )
 
 // SetEventPoll sets s's slow poll interval (in place of EventPoll), and
