@@ -48,7 +48,13 @@ import (
 // beat. One watch per Store, held by its poller; the WAL is not replaced
 // while this Store holds the events database open (SQLite removes it with
 // the last connection), so watching the file, not its folder (which holds
-// the store's own busy WAL too), is enough.
+// the store's own busy WAL too), is enough. The write that wakes the
+// poller comes a moment before the commit is visible to readers (SQLite
+// updates the WAL index after writing the frames, in shared memory, which
+// no watch sees), so after a woken poll the poller polls again
+// eventWakeGap later, doubling back to eventPoll (pollPace): about eight
+// small indexed reads per change of the file, at most one per
+// eventWakeGap however busy it is.
 const (
 	// MaxEventPayload is the largest event payload PublishEvent sends, the
 	// same bound as the Postgres store's.
