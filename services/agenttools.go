@@ -106,7 +106,7 @@ func (m *Module) agentInspectTool() *tool {
 			if _, err := h.Agent(a.Agent); err != nil {
 				return armory.FailErr(err)
 			}
-			st, err := m.agentStore(ctx)
+			st, err := m.store(ctx)
 			if err != nil {
 				return armory.FailErr(err)
 			}

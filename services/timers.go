@@ -49,7 +49,7 @@ const (
 // EventTimer is the kind of event a firing publishes (Ref: the timer ID).
 const EventTimer = "timer"
 
-// timerStore is what the timers need of the store.
+// timerStore is what the scheduler needs of the store.
 type timerStore interface {
 	store.Timers
 	store.Leases
@@ -293,11 +293,11 @@ func (m *Module) cronTool() *tool {
 // updateCron changes the schedule (when spec is set) and the action (when
 // a message or task is given) of the caller's cron name.
 func (m *Module) updateCron(ctx context.Context, c call, name, spec string, a actionArgs) armory.Result {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	t, err := m.findOwn(ctx, st, c.agent, name)
+	t, err := m.findOwn(ctx, c.agent, name)
 	if err != nil {
 		return armory.FailErr(err)
 	}
@@ -410,22 +410,10 @@ func timerView(t *store.Timer) TimerView {
 		Fires: t.Fires, LastFired: t.LastFired, Action: t.Action, CreatedAt: t.CreatedAt}
 }
 
-// timerStore opens the store the timers persist to.
-func (m *Module) timerStore(ctx context.Context) (timerStore, error) {
-	m.mu.Lock()
-	env := m.env
-	m.mu.Unlock()
-	st, err := env.Store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // ownTimers returns every timer of owner (at most the per-agent bounds,
 // so one page).
 func (m *Module) ownTimers(ctx context.Context, owner string) ([]*store.Timer, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +433,7 @@ func (m *Module) ownTimers(ctx context.Context, owner string) ([]*store.Timer, e
 }
 
 // findOwn returns owner's timer name, or KindNotFound.
-func (m *Module) findOwn(ctx context.Context, st timerStore, owner, name string) (*store.Timer, error) {
+func (m *Module) findOwn(ctx context.Context, owner, name string) (*store.Timer, error) {
 	ts, err := m.ownTimers(ctx, owner)
 	if err != nil {
 		return nil, err
@@ -461,7 +449,7 @@ func (m *Module) findOwn(ctx context.Context, st timerStore, owner, name string)
 // createTimer checks owner's bounds and stores a new timer; nothing is
 // written on error.
 func (m *Module) createTimer(ctx context.Context, owner, name string, kind store.TimerKind, spec string, next time.Time, act timerAction) (*store.Timer, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -509,11 +497,11 @@ func (m *Module) createTimer(ctx context.Context, owner, name string, kind store
 
 // deleteOwn deletes owner's timer name.
 func (m *Module) deleteOwn(ctx context.Context, owner, name string) (*store.Timer, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := m.findOwn(ctx, st, owner, name)
+	t, err := m.findOwn(ctx, owner, name)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +522,7 @@ type HumanAuditor interface {
 // audited. Errors: KindUnavailable (the store), KindInvalid (a bad
 // cursor). Safe for concurrent use.
 func (m *Module) ListTimers(ctx context.Context, owner string, p store.Page) ([]TimerView, string, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -556,7 +544,7 @@ func (m *Module) ListTimers(ctx context.Context, owner string, p store.Page) ([]
 // KindUnavailable (the store; or the timer was deleted but its audit entry
 // could not be written). Safe for concurrent use.
 func (m *Module) DeleteTimer(ctx context.Context, by HumanAuditor, id string) (TimerView, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return TimerView{}, err
 	}
