@@ -206,11 +206,7 @@ func (m *Module) timerTool() *tool {
 			if err != nil {
 				return c.fail(armory.KindInvalid, "%v", err)
 			}
-			t, err := m.createTimer(ctx, c.agent, a.Name, store.TimerOnce, when.Format(time.RFC3339Nano), when, act)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			return jsonResult(timerView(t))
+			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerOnce, when.Format(time.RFC3339Nano), when, act))
 		},
 	}
 }
@@ -248,11 +244,7 @@ func (m *Module) cronTool() *tool {
 				if err != nil {
 					return armory.FailErr(err)
 				}
-				out := make([]TimerView, 0, len(ts))
-				for _, t := range ts {
-					out = append(out, timerView(t))
-				}
-				return jsonResult(out)
+				return jsonResult(timerViews(ts))
 			case "create", "update", "delete":
 			default:
 				return c.fail(armory.KindInvalid, "action %q is not one of create, update, delete, list", a.Action)
@@ -281,11 +273,7 @@ func (m *Module) cronTool() *tool {
 				return c.fail(armory.KindInvalid, "%v", err)
 			}
 			spec := strings.TrimSpace(a.Schedule)
-			t, err := m.createTimer(ctx, c.agent, a.Name, store.TimerCron, spec, nextCron(spec, m.now()), act)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			return jsonResult(timerView(t))
+			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerCron, spec, nextCron(spec, m.now()), act))
 		},
 	}
 }
@@ -379,12 +367,7 @@ func (m *Module) watchTool() *tool {
 				return c.fail(armory.KindInvalid, "%v", err)
 			}
 			act.Debounce = deb.String()
-			t, err := m.createTimer(ctx, c.agent, a.Name, store.TimerWatch, rel, time.Time{}, act)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			m.poke()
-			return jsonResult(timerView(t))
+			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerWatch, rel, time.Time{}, act)) // createTimer pokes the scheduler: it arms the watch
 		},
 	}
 }
@@ -408,6 +391,24 @@ type TimerView struct {
 func timerView(t *store.Timer) TimerView {
 	return TimerView{ID: t.ID, Owner: t.Owner, Name: t.Name, Kind: t.Kind, Spec: t.Spec, NextFire: t.NextFire, Enabled: t.Enabled,
 		Fires: t.Fires, LastFired: t.LastFired, Action: t.Action, CreatedAt: t.CreatedAt}
+}
+
+// timerViews is timerView of each of ts (an empty list, not nil, for none).
+func timerViews(ts []*store.Timer) []TimerView {
+	out := make([]TimerView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, timerView(t))
+	}
+	return out
+}
+
+// timerResult is a timer tool's result for the timer it created or
+// changed: t's view, or the failure err.
+func timerResult(t *store.Timer, err error) armory.Result {
+	if err != nil {
+		return armory.FailErr(err)
+	}
+	return jsonResult(timerView(t))
 }
 
 // ownTimers returns every timer of owner (at most the per-agent bounds,
@@ -530,11 +531,7 @@ func (m *Module) ListTimers(ctx context.Context, owner string, p store.Page) ([]
 	if err != nil {
 		return nil, "", store.Err("timers.list", err)
 	}
-	out := make([]TimerView, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, timerView(t))
-	}
-	return out, next, nil
+	return timerViews(ts), next, nil
 }
 
 // DeleteTimer deletes timer id on a person's behalf (REST, CLI) and
