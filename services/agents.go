@@ -298,12 +298,7 @@ func (m *Module) setStatus(ctx context.Context, id string, to store.AgentStatus)
 // agentChanged drops the gate's snapshot and tells the other processes.
 func (m *Module) agentChanged(id, what string) {
 	m.gate.invalidate()
-	m.mu.Lock()
-	env := m.env
-	m.mu.Unlock()
-	if err := env.Publish(pipeline.Event{Kind: EventAgent, Agent: id, Ref: id, Message: what}); err != nil {
-		m.logger().Warn("agents: cannot publish the change", "agent", id, "err", err)
-	}
+	m.publish(pipeline.Event{Kind: EventAgent, Agent: id, Ref: id, Message: what})
 }
 
 // StopAgent stops agent id for a human (armory agents stop, REST with an

@@ -482,6 +482,6 @@ func (m *Module) publish(ev pipeline.Event) {
 	env := m.env
 	m.mu.Unlock()
 	if err := env.Publish(ev); err != nil {
-		m.log.Warn("services: event not published", "kind", ev.Kind, "ref", ev.Ref, "err", err)
+		m.logger().Warn("services: event not published", "kind", ev.Kind, "ref", ev.Ref, "err", err)
 	}
 }
