@@ -3,16 +3,11 @@ package server_test
 import (
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/internal/testenv"
-	"github.com/armory-dev/armory/server"
-	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -28,19 +23,6 @@ agents:
 	"archetype/worker/config.md": "## Tool Access\n- think\n",
 }
 
-func startAgents(t *testing.T) *env {
-	t.Helper()
-	dir := testenv.WriteTree(t, t.TempDir(), agentsWorld)
-	db := filepath.Join(dir, "armory.db")
-	e := serve(t, engine.Options{World: dir, DB: db, Modules: []engine.Module{services.New(services.Options{})}}, server.Options{})
-	admin, err := server.EnsureAdminToken(context.Background(), e.st)
-	if err != nil || admin == "" {
-		t.Fatalf("admin token: %q %v", admin, err)
-	}
-	e.admin, e.db = admin, db
-	return e
-}
-
 func mcpCall(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) (string, bool) {
 	t.Helper()
 	r, err := s.CallTool(ctx30(t), &mcp.CallToolParams{Name: tool, Arguments: args})
@@ -54,7 +36,7 @@ func mcpCall(t *testing.T, s *mcp.ClientSession, tool string, args map[string]an
 // the REST agent routes act as a human with an admin token and as the
 // token's agent (access policy, pipeline) with an agent token.
 func TestAgentsStopOverMCPAndREST(t *testing.T) {
-	e := startAgents(t)
+	e := startServices(t, agentsWorld)
 	bossTok, workerTok := e.token("boss"), e.token("worker")
 	worker := e.mcp("worker", workerTok, nil)
 	if txt, isErr := mcpCall(t, worker, "think", map[string]any{"thought": "one"}); isErr {
@@ -108,7 +90,7 @@ func TestAgentsStopOverMCPAndREST(t *testing.T) {
 
 // An agent created at run time is reachable over MCP at once.
 func TestCreatedAgentOverMCP(t *testing.T) {
-	e := startAgents(t)
+	e := startServices(t, agentsWorld)
 	boss := e.mcp("boss", e.token("boss"), nil)
 	if txt, isErr := mcpCall(t, boss, "syscall.agent.create", map[string]any{"id": "helper", "archetype": "worker"}); isErr {
 		t.Fatalf("create: %s", txt)

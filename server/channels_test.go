@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/services"
@@ -37,19 +34,6 @@ agents:
     archetype: talker
 `,
 	"archetype/talker/config.md": "## Tool Access\nprivilege_groups: communicator\n",
-}
-
-func startChannels(t *testing.T) *env {
-	t.Helper()
-	dir := testenv.WriteTree(t, t.TempDir(), channelsWorld)
-	db := filepath.Join(dir, "armory.db")
-	e := serve(t, engine.Options{World: dir, DB: db, Modules: []engine.Module{services.New(services.Options{})}}, server.Options{})
-	admin, err := server.EnsureAdminToken(context.Background(), e.st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.admin, e.db = admin, db
-	return e
 }
 
 // mcpWith connects an MCP client to agent's endpoint sending hdr on every
@@ -107,7 +91,7 @@ func hasNone(names, want []string) bool {
 // The channel tools are listed only to a caller that names its
 // conversation, on REST and MCP alike, and the world check knows them.
 func TestChannelToolsListedOnlyWithAChannel(t *testing.T) {
-	e := startChannels(t)
+	e := startServices(t, channelsWorld)
 	for _, d := range e.h.Warnings {
 		if strings.Contains(d.String(), "channel") {
 			t.Errorf("world check: %v", d)
@@ -154,7 +138,7 @@ func TestChannelToolsListedOnlyWithAChannel(t *testing.T) {
 // the REST caller and the event stream; a handoff moves the conversation
 // and refuses the old holder.
 func TestChannelCallsOverMCPAndREST(t *testing.T) {
-	e := startChannels(t)
+	e := startServices(t, channelsWorld)
 	aliceTok, bobTok := e.token("alice"), e.token("bob")
 	events := e.events(e.admin)
 

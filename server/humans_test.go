@@ -4,14 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/internal/testenv"
-	"github.com/armory-dev/armory/server"
-	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -27,19 +22,6 @@ agents:
 `,
 	"archetype/lead/config.md":   "## Tool Access\nprivilege_groups: manager\n",
 	"archetype/worker/config.md": "## Tool Access\n- think\n",
-}
-
-func startHumans(t *testing.T) *env {
-	t.Helper()
-	dir := testenv.WriteTree(t, t.TempDir(), humansWorld)
-	db := filepath.Join(dir, "armory.db")
-	e := serve(t, engine.Options{World: dir, DB: db, Modules: []engine.Module{services.New(services.Options{})}}, server.Options{})
-	admin, err := server.EnsureAdminToken(context.Background(), e.st)
-	if err != nil || admin == "" {
-		t.Fatalf("admin token: %q %v", admin, err)
-	}
-	e.admin, e.db = admin, db
-	return e
 }
 
 // expect sends a request and fails unless the status is code and the body
@@ -86,7 +68,7 @@ type itemsPage struct {
 }
 
 func TestHumansInboxREST(t *testing.T) {
-	e := startHumans(t)
+	e := startServices(t, humansWorld)
 	workerTok := e.token("worker")
 
 	e.expect("POST", "/api/agents/worker/inbox", "", `{"message":"hi"}`, http.StatusUnauthorized)
@@ -128,7 +110,7 @@ func TestHumansInboxREST(t *testing.T) {
 }
 
 func TestHumansTasksREST(t *testing.T) {
-	e := startHumans(t)
+	e := startServices(t, humansWorld)
 	workerTok, leadTok := e.token("worker"), e.token("lead")
 
 	e.expect("GET", "/api/tasks", "", "", http.StatusUnauthorized)
@@ -183,7 +165,7 @@ func TestHumansTasksREST(t *testing.T) {
 }
 
 func TestHumansKnowledgeAndStateREST(t *testing.T) {
-	e := startHumans(t)
+	e := startServices(t, humansWorld)
 	workerTok := e.token("worker")
 
 	// Knowledge: keys with slashes are paths.
@@ -235,7 +217,7 @@ func TestHumansKnowledgeAndStateREST(t *testing.T) {
 }
 
 func TestHumansChatsAndTimersREST(t *testing.T) {
-	e := startHumans(t)
+	e := startServices(t, humansWorld)
 	workerTok, leadTok := e.token("worker"), e.token("lead")
 	var created struct {
 		Value struct {

@@ -28,6 +28,7 @@ import (
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 )
 
@@ -80,10 +81,26 @@ func serve(t *testing.T, eopts engine.Options, opts server.Options) *env {
 func start(t *testing.T, opts server.Options) *env {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "armory.db")
-	e := serve(t, engine.Options{World: testenv.ExampleWorld(t), DB: db}, opts)
+	return serve(t, engine.Options{World: testenv.ExampleWorld(t), DB: db}, opts).withAdmin(db)
+}
+
+// startServices serves the world of files (written to a folder of the
+// test's) with the services module, on a SQLite store in that folder,
+// with an admin token.
+func startServices(t *testing.T, files map[string]string) *env {
+	t.Helper()
+	dir := testenv.WriteTree(t, t.TempDir(), files)
+	db := filepath.Join(dir, "armory.db")
+	return serve(t, engine.Options{World: dir, DB: db, Modules: []engine.Module{services.New(services.Options{})}}, server.Options{}).withAdmin(db)
+}
+
+// withAdmin ensures the store's admin token, keeps it in e.admin and db
+// (the SQLite file) in e.db, and returns e.
+func (e *env) withAdmin(db string) *env {
+	e.t.Helper()
 	admin, err := server.EnsureAdminToken(context.Background(), e.st)
 	if err != nil || admin == "" {
-		t.Fatalf("admin token: %q %v", admin, err)
+		e.t.Fatalf("admin token: %q %v", admin, err)
 	}
 	e.admin, e.db = admin, db
 	return e

@@ -51,12 +51,6 @@ const WorldRow = "world-config.yaml"
 // stopped agents when no event says it changed.
 const DefaultStatusTTL = time.Second
 
-// agentStore is what the agents service needs of the store.
-type agentStore interface {
-	store.Agents
-	store.Memory
-}
-
 // AgentInfo is one agent as syscall.agent.list, REST and `armory agents
 // list` show it.
 type AgentInfo struct {
@@ -158,21 +152,9 @@ func (m *Module) logger() *slog.Logger {
 	return m.log
 }
 
-// agentStore returns the store, opening it if needed.
-func (m *Module) agentStore(ctx context.Context) (agentStore, error) {
-	m.mu.Lock()
-	env := m.env
-	m.mu.Unlock()
-	st, err := env.Store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // allAgents reads every agent row, page by page.
 func (m *Module) allAgents(ctx context.Context) ([]*store.Agent, error) {
-	st, err := m.agentStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +235,7 @@ func (m *Module) agentInfo(ctx context.Context, id string) (AgentInfo, error) {
 	if err != nil {
 		return AgentInfo{}, err
 	}
-	st, err := m.agentStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return AgentInfo{}, err
 	}
@@ -285,7 +267,7 @@ func (m *Module) setStatus(ctx context.Context, id string, to store.AgentStatus)
 	if err != nil {
 		return AgentInfo{}, false, err
 	}
-	st, err := m.agentStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return AgentInfo{}, false, err
 	}
@@ -316,12 +298,7 @@ func (m *Module) setStatus(ctx context.Context, id string, to store.AgentStatus)
 // agentChanged drops the gate's snapshot and tells the other processes.
 func (m *Module) agentChanged(id, what string) {
 	m.gate.invalidate()
-	m.mu.Lock()
-	env := m.env
-	m.mu.Unlock()
-	if err := env.Publish(pipeline.Event{Kind: EventAgent, Agent: id, Ref: id, Message: what}); err != nil {
-		m.logger().Warn("agents: cannot publish the change", "agent", id, "err", err)
-	}
+	m.publish(pipeline.Event{Kind: EventAgent, Agent: id, Ref: id, Message: what})
 }
 
 // StopAgent stops agent id for a human (armory agents stop, REST with an
@@ -426,7 +403,7 @@ func (m *Module) createAgent(ctx context.Context, id, arch, creator string) (Age
 	if err != nil {
 		return AgentInfo{}, err
 	}
-	st, err := m.agentStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return AgentInfo{}, err
 	}

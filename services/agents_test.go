@@ -11,8 +11,6 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
@@ -40,54 +38,9 @@ agents:
 	"archetype/broken/config.md": "## Tool Access\nprivilege_groups: nosuchgroup\n",
 }
 
-// backends are the stores every agents test runs on: a SQLite file in the
-// test's folder and a Postgres schema of its own (skipped without
-// ARMORY_TEST_POSTGRES, failing under CI=true).
-func agentBackends(t *testing.T, f func(t *testing.T, dir, db string)) {
-	t.Run("sqlite", func(t *testing.T) {
-		dir := testenv.WriteTree(t, t.TempDir(), agentWorld)
-		f(t, dir, filepath.Join(dir, "agents.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		dsn := testenv.PostgresSchema(t)
-		dir := testenv.WriteTree(t, t.TempDir(), agentWorld)
-		f(t, dir, dsn)
-	})
-}
-
-type agentsWorld struct {
-	t   *testing.T
-	e   *engine.Engine
-	mod *services.Module
-}
-
-func openAgents(t *testing.T, dir, db string, o services.Options) *agentsWorld {
-	t.Helper()
-	mod := services.New(o)
-	e, err := engine.Open(context.Background(), engine.Options{World: dir, DB: db, Modules: []engine.Module{mod}, Skip: engine.Trail})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return &agentsWorld{t: t, e: e, mod: mod}
-}
-
-func (w *agentsWorld) call(agent, tool, args string) pipeline.Outcome {
-	w.t.Helper()
-	if args == `{"thought":"x"}` { // a fresh thought each time: no loop detection
-		args = fmt.Sprintf(`{"thought":"x %d"}`, time.Now().UnixNano())
-	}
-	return w.e.Pipeline().Execute(context.Background(), pipeline.Call{Agent: agent, Tool: tool, Args: json.RawMessage(args)})
-}
-
-func (w *agentsWorld) ok(agent, tool, args string) pipeline.Outcome {
-	w.t.Helper()
-	o := w.call(agent, tool, args)
-	if o.Status != audit.StatusSuccess {
-		w.t.Fatalf("%s %s %s: %s: %s", agent, tool, args, o.Status, o.Result)
-	}
-	return o
-}
+// freshThought is the arguments of a think call never made before (the
+// same call again and again would trip the pipeline's loop detection).
+func freshThought() string { return fmt.Sprintf(`{"thought":"x %d"}`, time.Now().UnixNano()) }
 
 // refusedStopped checks that o is the gate's refusal of a stopped agent.
 func refusedStopped(t *testing.T, o pipeline.Outcome, agent string) {
@@ -101,10 +54,11 @@ func refusedStopped(t *testing.T, o pipeline.Outcome, agent string) {
 }
 
 func TestStoppedAgentRefusedThenStarted(t *testing.T) {
-	agentBackends(t, func(t *testing.T, dir, db string) {
-		w := openAgents(t, dir, db, services.Options{})
-		w.ok("worker", "think", `{"thought":"before"}`)
-		o := w.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`)
+	backends(t, func(t *testing.T, db string) {
+		dir := writeWorld(t, agentWorld)
+		w := open(t, dir, db, services.Options{})
+		w.ok("worker", "think", `{"thought":"before"}`, nil)
+		o := w.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`, nil)
 		if !strings.Contains(o.Result, "Agent worker: stopped.") {
 			t.Fatalf("stop: %s", o.Result)
 		}
@@ -113,10 +67,10 @@ func TestStoppedAgentRefusedThenStarted(t *testing.T) {
 		// start itself.
 		refusedStopped(t, w.call("worker", "syscall.agent.list", `{}`), "worker")
 		// Other agents are not affected.
-		w.ok("worker2", "think", `{"thought":"still here"}`)
+		w.ok("worker2", "think", `{"thought":"still here"}`, nil)
 
 		// The refusal is in the audit trail with its reason.
-		recs, err := w.e.Store().ListAudit(context.Background(), store.AuditFilter{Agent: "worker", Limit: 10})
+		recs, err := w.eng.Store().ListAudit(context.Background(), store.AuditFilter{Agent: "worker", Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +90,7 @@ func TestStoppedAgentRefusedThenStarted(t *testing.T) {
 		var list struct {
 			Agents []services.AgentInfo `json:"agents"`
 		}
-		o = w.ok("boss", "syscall.agent.list", `{}`)
+		o = w.ok("boss", "syscall.agent.list", `{}`, nil)
 		if err := json.Unmarshal([]byte(o.Result), &list); err != nil {
 			t.Fatal(err)
 		}
@@ -147,13 +101,13 @@ func TestStoppedAgentRefusedThenStarted(t *testing.T) {
 		if st["worker"].Status != store.AgentStopped || st["worker"].UptimeSeconds != 0 || st["boss"].Status != store.AgentRunning || st["worker"].Origin != "world" {
 			t.Fatalf("list: %+v", list.Agents)
 		}
-		if o := w.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`); !strings.Contains(o.Result, "already stopped") {
+		if o := w.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`, nil); !strings.Contains(o.Result, "already stopped") {
 			t.Fatalf("second stop: %s", o.Result)
 		}
 
-		w.ok("boss", "syscall.agent.start", `{"agent":"worker"}`)
-		w.ok("worker", "think", `{"thought":"back"}`)
-		if o := w.ok("boss", "syscall.agent.start", `{"agent":"worker"}`); !strings.Contains(o.Result, "already running") {
+		w.ok("boss", "syscall.agent.start", `{"agent":"worker"}`, nil)
+		w.ok("worker", "think", `{"thought":"back"}`, nil)
+		if o := w.ok("boss", "syscall.agent.start", `{"agent":"worker"}`, nil); !strings.Contains(o.Result, "already running") {
 			t.Fatalf("second start: %s", o.Result)
 		}
 	})
@@ -163,25 +117,26 @@ func TestStoppedAgentRefusedThenStarted(t *testing.T) {
 // honoured by the other within its StatusTTL (its snapshot was read
 // before the stop), and at the first call of an engine opened after it.
 func TestStopAcrossEngines(t *testing.T) {
-	agentBackends(t, func(t *testing.T, dir, db string) {
-		a := openAgents(t, dir, db, services.Options{})
-		b := openAgents(t, dir, db, services.Options{StatusTTL: 200 * time.Millisecond})
-		b.ok("worker", "think", `{"thought":"b reads the status"}`)
+	backends(t, func(t *testing.T, db string) {
+		dir := writeWorld(t, agentWorld)
+		a := open(t, dir, db, services.Options{})
+		b := open(t, dir, db, services.Options{StatusTTL: 200 * time.Millisecond})
+		b.ok("worker", "think", `{"thought":"b reads the status"}`, nil)
 
-		a.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`)
+		a.ok("boss", "syscall.agent.stop", `{"agent":"worker"}`, nil)
 		start := time.Now()
-		eventually(t, func() bool { return b.call("worker", "think", `{"thought":"x"}`).Status == audit.StatusBlocked })
+		eventually(t, func() bool { return b.call("worker", "think", freshThought()).Status == audit.StatusBlocked })
 		if d := time.Since(start); d > 2*time.Second {
 			t.Errorf("the stop took %s to reach the other engine (TTL 200ms)", d)
 		}
-		refusedStopped(t, b.call("worker", "think", `{"thought":"x"}`), "worker")
-		d := openAgents(t, dir, db, services.Options{})
-		refusedStopped(t, d.call("worker", "think", `{"thought":"x"}`), "worker")
+		refusedStopped(t, b.call("worker", "think", freshThought()), "worker")
+		d := open(t, dir, db, services.Options{})
+		refusedStopped(t, d.call("worker", "think", freshThought()), "worker")
 
 		// Started in b: a sees it within its TTL (default 1s).
-		b.ok("boss", "syscall.agent.start", `{"agent":"worker"}`)
-		b.ok("worker", "think", `{"thought":"b: back"}`)
-		eventually(t, func() bool { return a.call("worker", "think", `{"thought":"x"}`).Status == audit.StatusSuccess })
+		b.ok("boss", "syscall.agent.start", `{"agent":"worker"}`, nil)
+		b.ok("worker", "think", `{"thought":"b: back"}`, nil)
+		eventually(t, func() bool { return a.call("worker", "think", freshThought()).Status == audit.StatusSuccess })
 	})
 }
 
@@ -197,31 +152,32 @@ func eventually(t *testing.T, f func() bool) {
 }
 
 func TestCreateAgent(t *testing.T) {
-	agentBackends(t, func(t *testing.T, dir, db string) {
-		w := openAgents(t, dir, db, services.Options{})
-		o := w.ok("boss", "syscall.agent.create", `{"id":"helper","archetype":"spare"}`)
+	backends(t, func(t *testing.T, db string) {
+		dir := writeWorld(t, agentWorld)
+		w := open(t, dir, db, services.Options{})
+		o := w.ok("boss", "syscall.agent.create", `{"id":"helper","archetype":"spare"}`, nil)
 		if !strings.Contains(o.Result, `"origin": "created"`) || !strings.Contains(o.Result, `"created_by": "boss"`) {
 			t.Fatalf("create: %s", o.Result)
 		}
 		// Hosted live, with the archetype's access policy: spare is in the
 		// admin group, so it sees (and may call) the agent tools.
-		w.ok("helper", "syscall.agent.list", `{}`)
-		w.ok("helper", "syscall.agent.stop", `{"agent":"worker"}`)
-		w.ok("boss", "syscall.agent.start", `{"agent":"worker"}`)
+		w.ok("helper", "syscall.agent.list", `{}`, nil)
+		w.ok("helper", "syscall.agent.stop", `{"agent":"worker"}`, nil)
+		w.ok("boss", "syscall.agent.start", `{"agent":"worker"}`, nil)
 		// A created agent of the worker archetype gets the worker's tools.
-		w.ok("boss", "syscall.agent.create", `{"id":"hand","archetype":"worker"}`)
-		w.ok("hand", "think", `{"thought":"hi"}`)
+		w.ok("boss", "syscall.agent.create", `{"id":"hand","archetype":"worker"}`, nil)
+		w.ok("hand", "think", `{"thought":"hi"}`, nil)
 		if o := w.call("hand", "syscall.agent.stop", `{"agent":"boss"}`); o.Status == audit.StatusSuccess {
 			t.Fatalf("hand stopped boss: %s", o.Result)
 		}
 
 		// Persisted: another engine on the database hosts them at open,
 		// stop and start included.
-		w.ok("boss", "syscall.agent.stop", `{"agent":"hand"}`)
-		w2 := openAgents(t, dir, db, services.Options{})
-		w2.ok("helper", "think", `{"thought":"restored"}`)
-		refusedStopped(t, w2.call("hand", "think", `{"thought":"x"}`), "hand")
-		ag, err := w2.e.Roster().Agent("helper")
+		w.ok("boss", "syscall.agent.stop", `{"agent":"hand"}`, nil)
+		w2 := open(t, dir, db, services.Options{})
+		w2.ok("helper", "think", `{"thought":"restored"}`, nil)
+		refusedStopped(t, w2.call("hand", "think", freshThought()), "hand")
+		ag, err := w2.eng.Roster().Agent("helper")
 		if err != nil || !ag.Registry.Has("syscall.agent.stop") || ag.Def.Archetype != "spare" {
 			t.Fatalf("restored helper: %v %+v", err, ag)
 		}
@@ -240,7 +196,7 @@ func TestCreateAgent(t *testing.T) {
 				t.Errorf("create %s: want an error with %q, got %s: %s", tc.args, tc.want, o.Status, o.Result)
 			}
 		}
-		rows, _, err := w.e.Store().ListAgents(context.Background(), store.Page{})
+		rows, _, err := w.eng.Store().ListAgents(context.Background(), store.Page{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +208,7 @@ func TestCreateAgent(t *testing.T) {
 			t.Fatalf("stored agents: %s (want hand, helper and worker's status row)", got)
 		}
 		for _, id := range []string{"x1", "x2", "x3"} {
-			if _, err := w.e.Roster().Agent(id); err == nil {
+			if _, err := w.eng.Roster().Agent(id); err == nil {
 				t.Errorf("%s hosted after a failed create", id)
 			}
 		}
@@ -263,22 +219,22 @@ func TestCreateAgent(t *testing.T) {
 // database without reopening it: the gate's next read of the status (its
 // StatusTTL) hosts it.
 func TestCreatedAgentReachesPeer(t *testing.T) {
-	dir := testenv.WriteTree(t, t.TempDir(), agentWorld)
+	dir := writeWorld(t, agentWorld)
 	db := filepath.Join(dir, "agents.db")
-	a := openAgents(t, dir, db, services.Options{})
-	b := openAgents(t, dir, db, services.Options{StatusTTL: 100 * time.Millisecond})
-	b.ok("worker", "think", `{"thought":"b reads the status"}`)
-	a.ok("boss", "syscall.agent.create", `{"id":"newbie","archetype":"worker"}`)
+	a := open(t, dir, db, services.Options{})
+	b := open(t, dir, db, services.Options{StatusTTL: 100 * time.Millisecond})
+	b.ok("worker", "think", `{"thought":"b reads the status"}`, nil)
+	a.ok("boss", "syscall.agent.create", `{"id":"newbie","archetype":"worker"}`, nil)
 	// Any call of b reads the status again once its TTL has passed.
 	eventually(t, func() bool {
-		b.call("worker", "think", `{"thought":"x"}`)
-		return b.call("newbie", "think", `{"thought":"x"}`).Status == audit.StatusSuccess
+		b.call("worker", "think", freshThought())
+		return b.call("newbie", "think", freshThought()).Status == audit.StatusSuccess
 	})
 }
 
 func TestAgentPrivileges(t *testing.T) {
-	dir := testenv.WriteTree(t, t.TempDir(), agentWorld)
-	w := openAgents(t, dir, filepath.Join(dir, "agents.db"), services.Options{})
+	dir := writeWorld(t, agentWorld)
+	w := open(t, dir, "", services.Options{})
 	// The worker is outside the admin group: the access policy leaves the
 	// control tools out of its registry and the pipeline refuses them at
 	// lookup.
@@ -288,10 +244,10 @@ func TestAgentPrivileges(t *testing.T) {
 			t.Errorf("worker %s: %s %v %s", tool, o.Status, o.Kind, o.Result)
 		}
 	}
-	w.ok("boss", "think", `{"thought":"not stopped"}`)
+	w.ok("boss", "think", `{"thought":"not stopped"}`, nil)
 	// list and reflect are public.
-	w.ok("worker", "syscall.agent.list", `{}`)
-	o := w.ok("worker", "syscall.reflect", `{}`)
+	w.ok("worker", "syscall.agent.list", `{}`, nil)
+	o := w.ok("worker", "syscall.reflect", `{}`, nil)
 	if !strings.Contains(o.Result, `"token_usage": "unknown`) || !strings.Contains(o.Result, `"name": "agents"`) {
 		t.Fatalf("reflect: %s", o.Result)
 	}
@@ -302,15 +258,15 @@ func TestAgentPrivileges(t *testing.T) {
 		t.Fatalf("self stop: %s %v %s", o.Status, o.Kind, o.Result)
 	}
 	// An admin stopped by another admin cannot start itself; a human can.
-	w.ok("boss", "syscall.agent.create", `{"id":"boss2","archetype":"boss"}`)
-	w.ok("boss2", "syscall.agent.stop", `{"agent":"boss"}`)
+	w.ok("boss", "syscall.agent.create", `{"id":"boss2","archetype":"boss"}`, nil)
+	w.ok("boss2", "syscall.agent.stop", `{"agent":"boss"}`, nil)
 	refusedStopped(t, w.call("boss", "syscall.agent.start", `{"agent":"boss"}`), "boss")
-	info, err := w.mod.StartAgent(context.Background(), w.e.Pipeline(), "boss", "test")
+	info, err := w.mod.StartAgent(context.Background(), w.eng.Pipeline(), "boss", "test")
 	if err != nil || info.Status != store.AgentRunning {
 		t.Fatalf("human start: %v %+v", err, info)
 	}
-	w.ok("boss", "think", `{"thought":"started by a human"}`)
-	recs, err := w.e.Store().ListAudit(context.Background(), store.AuditFilter{Tool: "agent.start", Limit: 5})
+	w.ok("boss", "think", `{"thought":"started by a human"}`, nil)
+	recs, err := w.eng.Store().ListAudit(context.Background(), store.AuditFilter{Tool: "agent.start", Limit: 5})
 	if err != nil || len(recs) != 1 || recs[0].DecidedBy != pipeline.Human || recs[0].Agent != "boss" {
 		t.Fatalf("the human's start in the trail: %v %+v", err, recs)
 	}
@@ -318,15 +274,15 @@ func TestAgentPrivileges(t *testing.T) {
 	if o := w.call("boss", "syscall.agent.stop", `{"agent":"ghost"}`); o.Kind != armory.KindNotFound || !strings.Contains(o.Result, `unknown agent "ghost"`) {
 		t.Fatalf("stop ghost: %v %s", o.Kind, o.Result)
 	}
-	if _, err := w.mod.StopAgent(context.Background(), w.e.Pipeline(), "ghost", "test"); armory.KindOf(err) != armory.KindNotFound {
+	if _, err := w.mod.StopAgent(context.Background(), w.eng.Pipeline(), "ghost", "test"); armory.KindOf(err) != armory.KindNotFound {
 		t.Fatalf("human stop ghost: %v", err)
 	}
 }
 
 func TestInspectMemory(t *testing.T) {
-	dir := testenv.WriteTree(t, t.TempDir(), agentWorld)
-	w := openAgents(t, dir, filepath.Join(dir, "agents.db"), services.Options{})
-	st := w.e.Store()
+	dir := writeWorld(t, agentWorld)
+	w := open(t, dir, "", services.Options{})
+	st := w.eng.Store()
 	ctx := context.Background()
 	if _, err := st.WriteMemory(ctx, "worker", "plan", "finish the report"); err != nil {
 		t.Fatal(err)
@@ -334,11 +290,11 @@ func TestInspectMemory(t *testing.T) {
 	if _, err := st.WriteMemory(ctx, "worker", "long", strings.Repeat("x", 5000)); err != nil {
 		t.Fatal(err)
 	}
-	o := w.ok("boss", "syscall.agent.inspect", `{"agent":"worker"}`)
+	o := w.ok("boss", "syscall.agent.inspect", `{"agent":"worker"}`, nil)
 	if !strings.Contains(o.Result, "finish the report") || strings.Contains(o.Result, strings.Repeat("x", 4000)) {
 		t.Fatalf("inspect: %s", o.Result)
 	}
-	o = w.ok("boss", "syscall.agent.inspect", `{"agent":"worker","key":"long"}`)
+	o = w.ok("boss", "syscall.agent.inspect", `{"agent":"worker","key":"long"}`, nil)
 	if !strings.Contains(o.Result, strings.Repeat("x", 5000)) {
 		t.Fatal("inspect key: the whole value is missing")
 	}
@@ -354,12 +310,12 @@ func TestInspectMemory(t *testing.T) {
 // A world that leaves the control tools public (in no privilege group)
 // does not hand them to every agent: the tools refuse.
 func TestControlToolsMustBeGranted(t *testing.T) {
-	dir := testenv.WriteTree(t, t.TempDir(), map[string]string{
+	dir := writeWorld(t, map[string]string{
 		"world-config.yaml":     "name: open\nagents:\n  - id: a\n  - id: b\n",
 		"archetype/a/config.md": "## Tool Access\n- think\n",
 		"archetype/b/config.md": "## Tool Access\n- think\n",
 	})
-	w := openAgents(t, dir, filepath.Join(dir, "agents.db"), services.Options{})
+	w := open(t, dir, "", services.Options{})
 	for _, tc := range [][2]string{{"syscall.agent.stop", `{"agent":"b"}`}, {"syscall.agent.start", `{"agent":"b"}`},
 		{"syscall.agent.create", `{"id":"c","archetype":"a"}`}, {"syscall.agent.inspect", `{"agent":"b"}`}} {
 		o := w.call("a", tc[0], tc[1])
@@ -367,6 +323,6 @@ func TestControlToolsMustBeGranted(t *testing.T) {
 			t.Errorf("%s in an open world: %s %v %s", tc[0], o.Status, o.Kind, o.Result)
 		}
 	}
-	w.ok("b", "think", `{"thought":"not stopped"}`)
-	w.ok("a", "syscall.agent.list", `{}`)
+	w.ok("b", "think", `{"thought":"not stopped"}`, nil)
+	w.ok("a", "syscall.agent.list", `{}`, nil)
 }

@@ -19,7 +19,7 @@ import (
 
 // agentTools returns the agents service's tools.
 func (m *Module) agentTools() []*tool {
-	return []*tool{m.agentListTool(), m.agentInspectTool(), m.agentCreateTool(), m.agentStopTool(), m.agentStartTool(), m.reflectTool()}
+	return []*tool{m.agentListTool(), m.agentInspectTool(), m.agentCreateTool(), m.agentStatusTool(store.AgentStopped), m.agentStatusTool(store.AgentRunning), m.reflectTool()}
 }
 
 var (
@@ -106,7 +106,7 @@ func (m *Module) agentInspectTool() *tool {
 			if _, err := h.Agent(a.Agent); err != nil {
 				return armory.FailErr(err)
 			}
-			st, err := m.agentStore(ctx)
+			st, err := m.store(ctx)
 			if err != nil {
 				return armory.FailErr(err)
 			}
@@ -167,11 +167,18 @@ func (m *Module) agentCreateTool() *tool {
 	}
 }
 
-func (m *Module) agentStopTool() *tool {
+// agentStatusTool is syscall.agent.stop (to AgentStopped) or
+// syscall.agent.start (to AgentRunning): one agent's status set by
+// another, through setStatus.
+func (m *Module) agentStatusTool(to store.AgentStatus) *tool {
+	name, desc, done, already := "syscall.agent.stop", "Stop another agent by id: its tool calls are refused until it is started again. Its data is kept. You cannot stop yourself.", "stopped", "already stopped"
+	if to == store.AgentRunning {
+		name, desc, done, already = "syscall.agent.start", "Start a stopped agent by id: its tool calls are allowed again. Nothing happens if it is running.", "started", "already running"
+	}
 	return &tool{
 		spec: armory.Spec{
-			Name:        "syscall.agent.stop",
-			Description: "Stop another agent by id: its tool calls are refused until it is started again. Its data is kept. You cannot stop yourself.",
+			Name:        name,
+			Description: desc,
 			InputSchema: agentSchema,
 		},
 		man: manControl,
@@ -183,50 +190,20 @@ func (m *Module) agentStopTool() *tool {
 			if err := c.decode(&a); err != nil {
 				return armory.FailErr(err)
 			}
-			if a.Agent == c.agent {
+			if to == store.AgentStopped && a.Agent == c.agent {
 				// A stopped agent's calls are refused, syscall.agent.start
 				// included: an agent that stopped itself could not undo it,
 				// and a model's slip would take it out of service silently.
 				return c.fail(armory.KindPermission, "You cannot stop yourself: none of your calls could start you again. Finish your work and report back; a human can stop you (armory agents stop %s).", c.agent)
 			}
-			info, changed, err := m.setStatus(ctx, a.Agent, store.AgentStopped)
+			info, changed, err := m.setStatus(ctx, a.Agent, to)
 			if err != nil {
 				return armory.FailErr(err)
 			}
-			msg := "stopped"
 			if !changed {
-				msg = "already stopped"
+				return agentResult(already, info)
 			}
-			return agentResult(msg, info)
-		},
-	}
-}
-
-func (m *Module) agentStartTool() *tool {
-	return &tool{
-		spec: armory.Spec{
-			Name:        "syscall.agent.start",
-			Description: "Start a stopped agent by id: its tool calls are allowed again. Nothing happens if it is running.",
-			InputSchema: agentSchema,
-		},
-		man: manControl,
-		run: func(ctx context.Context, c call) armory.Result {
-			if r := m.granted(c); r != nil {
-				return *r
-			}
-			var a agentArg
-			if err := c.decode(&a); err != nil {
-				return armory.FailErr(err)
-			}
-			info, changed, err := m.setStatus(ctx, a.Agent, store.AgentRunning)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			msg := "started"
-			if !changed {
-				msg = "already running"
-			}
-			return agentResult(msg, info)
+			return agentResult(done, info)
 		},
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
@@ -99,13 +98,8 @@ func benchAsk(b *testing.B, asker, replier *world, peers bool) {
 // database. Targets: ≤ 1 ms in one process; p50 ≤ 20 ms across two
 // processes on Postgres.
 func BenchmarkAsk(b *testing.B) {
-	for _, be := range []string{"sqlite", "postgres"} {
-		dsnOf := func(b *testing.B) string {
-			if be == "postgres" {
-				return testenv.PostgresSchema(b)
-			}
-			return ""
-		}
+	for _, be := range backendNames {
+		dsnOf := func(b *testing.B) string { return newDB(b, be) }
 		b.Run(be+"/one-engine", func(b *testing.B) {
 			w := open(b, msgWorld(b, "alice", "bob"), dsnOf(b), services.Options{})
 			benchAsk(b, w, w, false)
@@ -129,36 +123,30 @@ func BenchmarkBroadcastTool(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("agent%04d", i)
 	}
-	for _, be := range []string{"sqlite", "postgres"} {
-		b.Run(be, func(b *testing.B) {
-			dsn := ""
-			if be == "postgres" {
-				dsn = testenv.PostgresSchema(b)
+	backends(b, func(b *testing.B, dsn string) {
+		w := open(b, msgWorld(b, ids...), dsn, services.Options{})
+		st := w.eng.Store()
+		benchSessions(b, st, "agent0000:bench")
+		ctx := context.Background()
+		b.Run("tool", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				args, _ := json.Marshal(map[string]string{"message": fmt.Sprintf("news %d", i)})
+				o := w.eng.Pipeline().Execute(ctx, pipeline.Call{Agent: "agent0000", Session: "agent0000:bench", Tool: "syscall.broadcast", Args: args})
+				if o.Status != audit.StatusSuccess {
+					b.Fatal(o.Result)
+				}
 			}
-			w := open(b, msgWorld(b, ids...), dsn, services.Options{})
-			st := w.eng.Store()
-			benchSessions(b, st, "agent0000:bench")
-			ctx := context.Background()
-			b.Run("tool", func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					args, _ := json.Marshal(map[string]string{"message": fmt.Sprintf("news %d", i)})
-					o := w.eng.Pipeline().Execute(ctx, pipeline.Call{Agent: "agent0000", Session: "agent0000:bench", Tool: "syscall.broadcast", Args: args})
-					if o.Status != audit.StatusSuccess {
-						b.Fatal(o.Result)
-					}
-				}
-			})
-			b.Run("bare", func(b *testing.B) {
-				for i := 0; i < b.N; i++ {
-					msgs := make([]*store.Message, 0, len(ids)-1)
-					for _, id := range ids[1:] {
-						msgs = append(msgs, &store.Message{To: id, From: "agent0000", Kind: store.KindMessage, Subject: "broadcast", Body: fmt.Sprintf("news %d", i)})
-					}
-					if err := st.SendMessages(ctx, msgs); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
 		})
-	}
+		b.Run("bare", func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				msgs := make([]*store.Message, 0, len(ids)-1)
+				for _, id := range ids[1:] {
+					msgs = append(msgs, &store.Message{To: id, From: "agent0000", Kind: store.KindMessage, Subject: "broadcast", Body: fmt.Sprintf("news %d", i)})
+				}
+				if err := st.SendMessages(ctx, msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
 }

@@ -98,10 +98,7 @@ func (m *Module) channelSendTool(name, desc string) *tool {
 			var a struct {
 				Message string `json:"message"`
 			}
-			if err := c.decode(&a); err != nil {
-				return armory.FailErr(err)
-			}
-			if r, ok := checkBody("message", a.Message); !ok {
+			if r, ok := c.decodeMessage(&a, &a.Message); !ok {
 				return r
 			}
 			ch, r, ok := channelOf(c)
@@ -176,11 +173,9 @@ func (m *Module) channelHandoffTool(name, desc string) *tool {
 				body += "\nNote: " + a.Note
 			}
 			notice := &store.Message{To: a.Agent, From: c.agent, Kind: store.KindMessage, Subject: "channel handoff: " + ch, Body: body}
-			if err := st.SendMessages(context.WithoutCancel(ctx), []*store.Message{notice}); err != nil {
+			if err := m.deliver(context.WithoutCancel(ctx), st, []*store.Message{notice}, "handoff notice"); err != nil {
 				// The handoff stands (the store has it); the notice is best effort.
 				m.log.Warn("channel handoff: the inbox notice was not sent", "channel", ch, "to", a.Agent, "err", err)
-			} else {
-				m.publishMessage(notice)
 			}
 			res := jsonResult(map[string]any{"channel": ch, "holder": a.Agent, "message_id": msg.ID})
 			res.Text = fmt.Sprintf("Handed conversation %s to %s; you no longer act in it.", quote(ch), a.Agent)

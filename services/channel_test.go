@@ -2,7 +2,6 @@ package services_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
+	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/registry"
 	"github.com/armory-dev/armory/services"
@@ -29,8 +29,7 @@ const communicatorWorld = `tool_privileges:
 
 func channelWorld(t *testing.T, dsn string) *world {
 	t.Helper()
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{
+	dir := writeWorld(t, map[string]string{
 		"world-config.yaml": "name: chan\nagents:\n  - id: alice\n    archetype: talker\n  - id: bob\n    archetype: talker\n  - id: carol\n    archetype: quiet\n" +
 			communicatorWorld,
 		"archetype/talker/config.md": "# talker\n\n## Tool Access\nprivilege_groups: communicator\n",
@@ -39,27 +38,10 @@ func channelWorld(t *testing.T, dsn string) *world {
 	return open(t, dir, dsn, services.Options{})
 }
 
-func writeFiles(t *testing.T, dir string, files map[string]string) {
-	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // in runs tool as agent in conversation channel.
 func (w *world) in(channel, agent, tool string, args any) pipeline.Outcome {
 	w.t.Helper()
-	b, err := json.Marshal(args)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return w.eng.Pipeline().Execute(context.Background(), pipeline.Call{Agent: agent, Tool: tool, Args: b, Channel: channel})
+	return w.run(pipeline.Call{Agent: agent, Tool: tool, Channel: channel}, args)
 }
 
 var channelTools = []string{"channel.file_attach", "channel.handoff", "channel.send", "syscall.channel.handoff", "syscall.channel.send"}
@@ -209,8 +191,8 @@ func TestChannelFileAttach(t *testing.T) {
 	alice, _ := w.eng.Roster().Agent("alice")
 	ws := alice.Env.Workspace
 	outside := t.TempDir()
-	writeFiles(t, ws, map[string]string{"reports/summary.md": "# done\n", "notes.txt": "plain"})
-	writeFiles(t, outside, map[string]string{"secret.txt": "s3cret"})
+	testenv.WriteTree(t, ws, map[string]string{"reports/summary.md": "# done\n", "notes.txt": "plain"})
+	testenv.WriteTree(t, outside, map[string]string{"secret.txt": "s3cret"})
 	if err := os.Symlink(filepath.Join(outside, "secret.txt"), filepath.Join(ws, "link.txt")); err != nil {
 		t.Fatal(err)
 	}

@@ -144,10 +144,7 @@ func (m *Module) chatSendTool() *tool {
 				Chat    string `json:"chat_id"`
 				Message string `json:"message"`
 			}
-			if err := c.decode(&a); err != nil {
-				return armory.FailErr(err)
-			}
-			if r, ok := checkBody("message", a.Message); !ok {
+			if r, ok := c.decodeMessage(&a, &a.Message); !ok {
 				return r
 			}
 			st, err := m.store(ctx)
@@ -188,19 +185,13 @@ func (m *Module) sendChat(ctx context.Context, st store.Store, ch *store.Chat, f
 	if ch.Gated {
 		return cm, 0, nil
 	}
-	var msgs []*store.Message
-	for _, to := range ch.Members {
-		if to != from {
-			msgs = append(msgs, &store.Message{To: to, From: from, Kind: store.KindChat, Chat: ch.ID, Subject: ch.Name, Body: body})
-		}
-	}
+	msgs := fanOut(store.Message{From: from, Kind: store.KindChat, Chat: ch.ID, Subject: ch.Name, Body: body}, ch.Members)
 	if len(msgs) == 0 {
 		return cm, 0, nil
 	}
-	if err := st.SendMessages(ctx, msgs); err != nil {
+	if err := m.deliver(ctx, st, msgs, "chat "+ch.ID+" from "+from); err != nil {
 		return cm, 0, armory.E(op, store.Kind(err), "the message "+cm.ID+" is in the chat's history but could not be delivered to the members' inboxes", err)
 	}
-	m.publishDeliveries(msgs, "chat "+ch.ID+" from "+from)
 	return cm, len(msgs), nil
 }
 
@@ -284,14 +275,15 @@ func (m *Module) chatListTool() *tool {
 			if err := c.decode(&a); err != nil {
 				return armory.FailErr(err)
 			}
-			if a.Limit < 0 || a.Limit > MaxChatList {
-				return c.fail(armory.KindInvalid, "limit must be between 1 and %d", MaxChatList)
+			limit, r, ok := boundedInt("limit", a.Limit, MaxChatList, 0) // 0: the store's default page
+			if !ok {
+				return r
 			}
 			st, err := m.store(ctx)
 			if err != nil {
 				return armory.FailErr(err)
 			}
-			chats, next, err := st.ListChats(ctx, c.agent, store.Page{Limit: a.Limit, Cursor: a.Cursor})
+			chats, next, err := st.ListChats(ctx, c.agent, store.Page{Limit: limit, Cursor: a.Cursor})
 			if err != nil {
 				return storeFail(c.op, err)
 			}
@@ -335,11 +327,9 @@ func (m *Module) chatHistoryTool() *tool {
 			if err := c.decode(&a); err != nil {
 				return armory.FailErr(err)
 			}
-			if a.Limit < 0 || a.Limit > MaxHistory {
-				return c.fail(armory.KindInvalid, "limit must be between 1 and %d", MaxHistory)
-			}
-			if a.Limit == 0 {
-				a.Limit = DefaultHistory
+			limit, r, ok := boundedInt("limit", a.Limit, MaxHistory, DefaultHistory)
+			if !ok {
+				return r
 			}
 			st, err := m.store(ctx)
 			if err != nil {
@@ -349,7 +339,7 @@ func (m *Module) chatHistoryTool() *tool {
 			if !ok {
 				return r
 			}
-			msgs, next, err := st.ChatHistory(ctx, ch.ID, store.Page{Limit: a.Limit, Cursor: a.Cursor})
+			msgs, next, err := st.ChatHistory(ctx, ch.ID, store.Page{Limit: limit, Cursor: a.Cursor})
 			if err != nil {
 				return storeFail(c.op, err)
 			}

@@ -4,14 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/services"
 )
@@ -22,13 +19,8 @@ import (
 // through a pipeline built without gates (off), interleaved in one run.
 // One agent is stopped, so the gate's snapshot is not empty.
 func BenchmarkGate(b *testing.B) {
-	dir := testenv.WriteTree(b, b.TempDir(), agentWorld)
-	mod := services.New(services.Options{})
-	e, err := engine.Open(context.Background(), engine.Options{World: dir, DB: filepath.Join(dir, "bench.db"), Modules: []engine.Module{mod}, Skip: engine.Trail})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
+	w := open(b, writeWorld(b, agentWorld), "", services.Options{})
+	e, mod := w.eng, w.mod
 	if _, err := mod.StopAgent(context.Background(), e.Pipeline(), "worker2", "bench"); err != nil {
 		b.Fatal(err)
 	}
@@ -79,14 +71,7 @@ func benchCalls(b *testing.B, p *pipeline.Pipeline) {
 
 // BenchmarkGateAdmit is the gate's own cost per call, from its snapshot.
 func BenchmarkGateAdmit(b *testing.B) {
-	dir := testenv.WriteTree(b, b.TempDir(), agentWorld)
-	mod := services.New(services.Options{})
-	e, err := engine.Open(context.Background(), engine.Options{World: dir, DB: filepath.Join(dir, "bench.db"), Modules: []engine.Module{mod}, Skip: engine.Trail})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
-	g := mod.Gate()
+	g := open(b, writeWorld(b, agentWorld), "", services.Options{}).mod.Gate()
 	ctx := context.Background()
 	if err := g.Admit(ctx, "worker"); err != nil {
 		b.Fatal(err)

@@ -37,10 +37,9 @@ func (m *Module) PostMessage(ctx context.Context, p *pipeline.Pipeline, agent, b
 		return nil, armory.E(op, r.Kind, r.Text)
 	}
 	msg := &store.Message{To: agent, From: pipeline.Human, Kind: store.KindMessage, Body: body}
-	if err := st.SendMessages(ctx, []*store.Message{msg}); err != nil {
+	if err := m.deliver(ctx, st, []*store.Message{msg}, "message from "+pipeline.Human); err != nil {
 		return nil, store.Err(op, err)
 	}
-	m.publishMessage(msg)
 	err = p.AuditHuman(ctx, pipeline.HumanAction{Tool: op, Agent: agent,
 		Args: map[string]any{"to": agent, "message_id": msg.ID, "bytes": len(body), "via": via}, Result: "message " + msg.ID + " posted to " + agent + "'s inbox by " + pipeline.Human + " via " + via})
 	return msg, err

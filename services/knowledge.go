@@ -101,7 +101,7 @@ func (m *Module) putKnowledge(ctx context.Context, who *Principal, w KnowledgeWr
 	if w.ExpectVersion != nil && *w.ExpectVersion < 0 {
 		return nil, armory.E(op, armory.KindInvalid, "expect_version must be 0 (a new entry) or a version knowledge.read returned")
 	}
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +158,7 @@ func (m *Module) putKnowledge(ctx context.Context, who *Principal, w KnowledgeWr
 // KindNotFound, KindPermission, KindConflict, KindUnavailable.
 func (m *Module) deleteKnowledge(ctx context.Context, who *Principal, key string, expectVersion *int64) (*store.KnowledgeEntry, error) {
 	const op = "syscall.knowledge.delete"
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func (m *Module) deleteKnowledge(ctx context.Context, who *Principal, key string
 // when the caller may not read some entries; the cursor goes on after
 // them.
 func (m *Module) listKnowledge(ctx context.Context, who *Principal, prefix string, p store.Page) ([]KnowledgeSummary, string, error) {
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -343,7 +343,7 @@ func (m *Module) ListKnowledge(ctx context.Context, prefix string, p store.Page)
 // GetKnowledge returns the entry of key. Errors: KindNotFound,
 // KindUnavailable.
 func (m *Module) GetKnowledge(ctx context.Context, key string) (*store.KnowledgeEntry, error) {
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func (m *Module) memoryTools() []*tool {
 				if err := store.CheckMemory(c.agent, a.Key, a.Value); err != nil {
 					return storeFail(c.op, err)
 				}
-				st, err := m.records(ctx)
+				st, err := m.store(ctx)
 				if err != nil {
 					return armory.FailErr(err)
 				}
@@ -114,7 +114,7 @@ func (m *Module) memoryTools() []*tool {
 				if err := c.decode(&a); err != nil {
 					return armory.FailErr(err)
 				}
-				st, err := m.records(ctx)
+				st, err := m.store(ctx)
 				if err != nil {
 					return armory.FailErr(err)
 				}
@@ -204,7 +204,7 @@ func (m *Module) recall(ctx context.Context, agent, query string, budget int) (R
 	if err := store.CheckText("query", query, store.MaxSubject, true); err != nil {
 		return Recall{}, store.Err(op, err)
 	}
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return Recall{}, err
 	}
@@ -244,7 +244,7 @@ func roundScore(s float64) float64 { return float64(int64(s*1000+0.5)) / 1000 }
 // that syscall.agent.inspect (and the surfaces) show. It changes nothing.
 // Errors: KindInvalid (a bad cursor), KindUnavailable.
 func (m *Module) ReadAgentMemory(ctx context.Context, agent string, p store.Page) ([]*store.MemoryEntry, string, error) {
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, "", err
 	}

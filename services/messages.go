@@ -98,6 +98,28 @@ func checkBody(what, body string) (armory.Result, bool) {
 	return armory.Result{}, true
 }
 
+// decodeMessage decodes the call's arguments into v (as decode) and then
+// checks *text, the message text v holds, with checkBody. On failure it
+// returns the failed result and false.
+func (c call) decodeMessage(v any, text *string) (armory.Result, bool) {
+	if err := c.decode(v); err != nil {
+		return armory.FailErr(err), false
+	}
+	return checkBody("message", *text)
+}
+
+// boundedInt returns v, the argument name, or def when v is 0; a failed
+// result when v is outside 1..max.
+func boundedInt(name string, v, max, def int) (int, armory.Result, bool) {
+	switch {
+	case v < 0 || v > max:
+		return 0, armory.Failf(armory.KindInvalid, "%s must be between 1 and %d", name, max), false
+	case v == 0:
+		return def, armory.Result{}, true
+	}
+	return v, armory.Result{}, true
+}
+
 // storeFail turns a store error into a failed result of its kind.
 func storeFail(op string, err error) armory.Result { return armory.FailErr(store.Err(op, err)) }
 
@@ -120,10 +142,7 @@ func (m *Module) askTool() *tool {
 				Message string  `json:"message"`
 				Timeout float64 `json:"timeout_secs"`
 			}
-			if err := c.decode(&a); err != nil {
-				return armory.FailErr(err)
-			}
-			if r, ok := checkBody("message", a.Message); !ok {
+			if r, ok := c.decodeMessage(&a, &a.Message); !ok {
 				return r
 			}
 			wait, err := askTimeouts.Call(c.op, a.Timeout)
@@ -162,10 +181,9 @@ func (m *Module) ask(ctx context.Context, st store.Store, from, to, body string,
 	}
 	defer m.waiters.remove(w)
 	msg := &store.Message{To: to, From: from, Kind: store.KindAsk, Body: body}
-	if err := st.SendMessages(ctx, []*store.Message{msg}); err != nil {
+	if err := m.deliver(ctx, st, []*store.Message{msg}, "ask from "+from); err != nil {
 		return storeFail("syscall.ask", err)
 	}
-	m.publishMessage(msg)
 	start := time.Now()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -218,10 +236,7 @@ func (m *Module) replyTool() *tool {
 				MessageID string `json:"message_id"`
 				Message   string `json:"message"`
 			}
-			if err := c.decode(&a); err != nil {
-				return armory.FailErr(err)
-			}
-			if r, ok := checkBody("message", a.Message); !ok {
+			if r, ok := c.decodeMessage(&a, &a.Message); !ok {
 				return r
 			}
 			st, err := m.store(ctx)
@@ -284,24 +299,20 @@ func (m *Module) inboxTool() *tool {
 			if err := c.decode(&a); err != nil {
 				return armory.FailErr(err)
 			}
-			switch {
-			case a.Lookback < 0 || a.Lookback > MaxLookback:
-				return c.fail(armory.KindInvalid, "lookback_minutes must be between 1 and %d", MaxLookback)
-			case a.Limit < 0 || a.Limit > MaxInboxPage:
-				return c.fail(armory.KindInvalid, "limit must be between 1 and %d", MaxInboxPage)
+			lookback, r, ok := boundedInt("lookback_minutes", a.Lookback, MaxLookback, DefaultLookback)
+			if !ok {
+				return r
 			}
-			if a.Lookback == 0 {
-				a.Lookback = DefaultLookback
-			}
-			if a.Limit == 0 {
-				a.Limit = DefaultInboxPage
+			limit, r, ok := boundedInt("limit", a.Limit, MaxInboxPage, DefaultInboxPage)
+			if !ok {
+				return r
 			}
 			st, err := m.store(ctx)
 			if err != nil {
 				return armory.FailErr(err)
 			}
 			msgs, next, err := st.ReadInbox(ctx, store.InboxQuery{Agent: c.agent, Unacked: a.Unacked,
-				Since: m.now().Add(-time.Duration(a.Lookback) * time.Minute), Page: store.Page{Limit: a.Limit, Cursor: a.Cursor}})
+				Since: m.now().Add(-minutes(lookback)), Page: store.Page{Limit: limit, Cursor: a.Cursor}})
 			if err != nil {
 				return storeFail(c.op, err)
 			}
@@ -336,30 +347,20 @@ func (m *Module) broadcastTool() *tool {
 			var a struct {
 				Message string `json:"message"`
 			}
-			if err := c.decode(&a); err != nil {
-				return armory.FailErr(err)
-			}
-			if r, ok := checkBody("message", a.Message); !ok {
+			if r, ok := c.decodeMessage(&a, &a.Message); !ok {
 				return r
 			}
 			st, err := m.store(ctx)
 			if err != nil {
 				return armory.FailErr(err)
 			}
-			to := m.agentIDs()
-			msgs := make([]*store.Message, 0, len(to))
-			for _, id := range to {
-				if id != c.agent {
-					msgs = append(msgs, &store.Message{To: id, From: c.agent, Kind: store.KindMessage, Subject: "broadcast", Body: a.Message})
-				}
-			}
+			msgs := fanOut(store.Message{From: c.agent, Kind: store.KindMessage, Subject: "broadcast", Body: a.Message}, m.agentIDs())
 			if len(msgs) == 0 {
 				return c.fail(armory.KindInvalid, "there is no other agent in this world to broadcast to")
 			}
-			if err := st.SendMessages(ctx, msgs); err != nil {
+			if err := m.deliver(ctx, st, msgs, "broadcast from "+c.agent); err != nil {
 				return storeFail(c.op, err)
 			}
-			m.publishDeliveries(msgs, "broadcast from "+c.agent)
 			r := jsonResult(map[string]any{"delivered": len(msgs)})
 			r.Text = fmt.Sprintf("Broadcast to %d agents.", len(msgs))
 			return r
@@ -425,6 +426,32 @@ func (m *Module) checkAgent(ctx context.Context, st store.Store, what, id string
 	return armory.Result{}, true
 }
 
+// fanOut returns a copy of msg addressed to each of to but msg.From (the
+// sender), in to's order.
+func fanOut(msg store.Message, to []string) []*store.Message {
+	out := make([]*store.Message, 0, len(to))
+	for _, id := range to {
+		if id != msg.From {
+			cp := msg
+			cp.To = id
+			out = append(out, &cp)
+		}
+	}
+	return out
+}
+
+// deliver puts msgs in their recipients' inboxes (one SendMessages: all or
+// none) and publishes their "message" events (publishDeliveries; what
+// names the fan-out in the one event past maxDeliveryEvents). The store's
+// error is returned as it is.
+func (m *Module) deliver(ctx context.Context, st store.Inboxes, msgs []*store.Message, what string) error {
+	if err := st.SendMessages(ctx, msgs); err != nil {
+		return err
+	}
+	m.publishDeliveries(msgs, what)
+	return nil
+}
+
 // publishMessage publishes the "message" event of msg, delivered to
 // msg.To.
 func (m *Module) publishMessage(msg *store.Message) {
@@ -455,6 +482,6 @@ func (m *Module) publish(ev pipeline.Event) {
 	env := m.env
 	m.mu.Unlock()
 	if err := env.Publish(ev); err != nil {
-		m.log.Warn("services: event not published", "kind", ev.Kind, "ref", ev.Ref, "err", err)
+		m.logger().Warn("services: event not published", "kind", ev.Kind, "ref", ev.Ref, "err", err)
 	}
 }

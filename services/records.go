@@ -10,31 +10,6 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// recordStore is the persistence of tasks, knowledge, memory and state,
-// with the inboxes a task notice goes to and the agents created at run
-// time (a task's assignee may be one): roles of the engine's store.
-type recordStore interface {
-	store.Tasks
-	store.Knowledge
-	store.Memory
-	store.State
-	store.Inboxes
-	store.Agents
-}
-
-// records returns the engine's store, opening it on first use. Errors:
-// KindUnavailable (no store, or it cannot be opened).
-func (m *Module) records(ctx context.Context) (recordStore, error) {
-	m.mu.Lock()
-	env := m.env
-	m.mu.Unlock()
-	st, err := env.Store(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
 // groupsOf returns the privilege groups agent belongs to (config.md's
 // privilege_groups); none for an agent the world's files do not define (an
 // agent created at run time) or before the roster is built.

@@ -168,7 +168,9 @@ func (m *Module) tools() []armory.Tool {
 
 func (m *Module) now() time.Time { return m.opts.Clock() }
 
-// store returns the engine's store (opened on first use). Errors:
+// store returns the engine's store, opening it on first use: the one way
+// the services reach their persistence (a function that needs only some
+// roles takes a small interface, e.g. store.Inboxes). Errors:
 // KindUnavailable.
 func (m *Module) store(ctx context.Context) (store.Store, error) {
 	m.mu.Lock()

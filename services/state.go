@@ -105,7 +105,7 @@ func (m *Module) stateWriteTool() *tool {
 // KindInvalid, KindUnavailable (the store).
 func (m *Module) ReadState(ctx context.Context, key string) (*store.StateEntry, error) {
 	const op = "syscall.state.read"
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +120,7 @@ func (m *Module) ReadState(ctx context.Context, key string) (*store.StateEntry, 
 // prefix, ordered by key, and the next page's cursor ("" on the last).
 // Errors: KindInvalid (a bad cursor), KindUnavailable.
 func (m *Module) ListState(ctx context.Context, prefix string, p store.Page) ([]*store.StateEntry, string, error) {
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -159,7 +159,7 @@ func (m *Module) writeState(ctx context.Context, w StateWrite) (StateWritten, er
 	if err := store.CheckState(w.Key, w.Value); err != nil {
 		return StateWritten{}, store.Err(op, err)
 	}
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return StateWritten{}, err
 	}

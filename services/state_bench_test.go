@@ -15,6 +15,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/services"
 )
 
 // BenchmarkStateCAS compares one compare-and-set of a state key through
@@ -28,10 +29,10 @@ import (
 //
 //	go test -run '^$' -bench StateCAS -benchtime 2s ./services/
 func BenchmarkStateCAS(b *testing.B) {
-	for _, be := range dbBackends() {
-		b.Run(be.name, func(b *testing.B) {
-			db := be.db(b)
-			f := openFixture(b, worldDir(b), db)
+	for _, be := range backendNames {
+		b.Run(be, func(b *testing.B) {
+			db := newDB(b, be)
+			f := open(b, writeWorld(b, worldFiles), db, services.Options{})
 			ctx := context.Background()
 			tool, ok := f.eng.Roster().Catalog.Lookup("syscall.state.write")
 			if !ok {
@@ -80,7 +81,7 @@ func BenchmarkStateCAS(b *testing.B) {
 					}
 				}
 			})
-			bare := bareCAS(b, be.name, db)
+			bare := bareCAS(b, be, db)
 			b.Run("bare", func(b *testing.B) {
 				k := key("bare")
 				v, i := write(k, 0, 0), 0

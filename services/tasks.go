@@ -153,7 +153,7 @@ type TaskChange struct {
 // (an unknown assignee), KindUnavailable.
 func (m *Module) createTask(ctx context.Context, creator string, in TaskInput) (TaskChange, error) {
 	const op = "syscall.task.create"
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return TaskChange{}, err
 	}
@@ -185,7 +185,7 @@ func (m *Module) createTask(ctx context.Context, creator string, in TaskInput) (
 // tries), KindUnavailable.
 func (m *Module) updateTask(ctx context.Context, actor string, human bool, u TaskUpdate) (TaskChange, error) {
 	const op = "syscall.task.update"
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return TaskChange{}, err
 	}
@@ -250,7 +250,7 @@ func taskNotice(before, after *store.Task, actor string, u TaskUpdate) (subject,
 // task's assignee, its creator and extra, except actor (and a person), in
 // one SendMessages, and raises the task event. The change stands either
 // way; a failed send is reported in the TaskChange.
-func (m *Module) notifyTask(ctx context.Context, st recordStore, t *store.Task, actor string, extra []string, subject, body string) TaskChange {
+func (m *Module) notifyTask(ctx context.Context, st store.Inboxes, t *store.Task, actor string, extra []string, subject, body string) TaskChange {
 	out := TaskChange{Task: t, Notified: []string{}}
 	var msgs []*store.Message
 	for _, to := range append([]string{t.Assignee, t.Creator}, extra...) {
@@ -418,7 +418,7 @@ func (m *Module) ListTasks(ctx context.Context, f store.TaskFilter) ([]*store.Ta
 	if f.Status != "" && !f.Status.Valid() {
 		return nil, "", armory.E(op, armory.KindInvalid, fmt.Sprintf("unknown status %q (open, in_progress, done, rejected, cancelled)", f.Status))
 	}
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -429,7 +429,7 @@ func (m *Module) ListTasks(ctx context.Context, f store.TaskFilter) ([]*store.Ta
 
 // GetTask returns task id. Errors: KindNotFound, KindUnavailable.
 func (m *Module) GetTask(ctx context.Context, id string) (*store.Task, error) {
-	st, err := m.records(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}

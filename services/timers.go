@@ -49,7 +49,7 @@ const (
 // EventTimer is the kind of event a firing publishes (Ref: the timer ID).
 const EventTimer = "timer"
 
-// timerStore is what the timers need of the store.
+// timerStore is what the scheduler needs of the store.
 type timerStore interface {
 	store.Timers
 	store.Leases
@@ -206,11 +206,7 @@ func (m *Module) timerTool() *tool {
 			if err != nil {
 				return c.fail(armory.KindInvalid, "%v", err)
 			}
-			t, err := m.createTimer(ctx, c.agent, a.Name, store.TimerOnce, when.Format(time.RFC3339Nano), when, act)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			return jsonResult(timerView(t))
+			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerOnce, when.Format(time.RFC3339Nano), when, act))
 		},
 	}
 }
@@ -248,11 +244,7 @@ func (m *Module) cronTool() *tool {
 				if err != nil {
 					return armory.FailErr(err)
 				}
-				out := make([]TimerView, 0, len(ts))
-				for _, t := range ts {
-					out = append(out, timerView(t))
-				}
-				return jsonResult(out)
+				return jsonResult(timerViews(ts))
 			case "create", "update", "delete":
 			default:
 				return c.fail(armory.KindInvalid, "action %q is not one of create, update, delete, list", a.Action)
@@ -281,11 +273,7 @@ func (m *Module) cronTool() *tool {
 				return c.fail(armory.KindInvalid, "%v", err)
 			}
 			spec := strings.TrimSpace(a.Schedule)
-			t, err := m.createTimer(ctx, c.agent, a.Name, store.TimerCron, spec, nextCron(spec, m.now()), act)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			return jsonResult(timerView(t))
+			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerCron, spec, nextCron(spec, m.now()), act))
 		},
 	}
 }
@@ -293,11 +281,11 @@ func (m *Module) cronTool() *tool {
 // updateCron changes the schedule (when spec is set) and the action (when
 // a message or task is given) of the caller's cron name.
 func (m *Module) updateCron(ctx context.Context, c call, name, spec string, a actionArgs) armory.Result {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return armory.FailErr(err)
 	}
-	t, err := m.findOwn(ctx, st, c.agent, name)
+	t, err := m.findOwn(ctx, c.agent, name)
 	if err != nil {
 		return armory.FailErr(err)
 	}
@@ -379,12 +367,7 @@ func (m *Module) watchTool() *tool {
 				return c.fail(armory.KindInvalid, "%v", err)
 			}
 			act.Debounce = deb.String()
-			t, err := m.createTimer(ctx, c.agent, a.Name, store.TimerWatch, rel, time.Time{}, act)
-			if err != nil {
-				return armory.FailErr(err)
-			}
-			m.poke()
-			return jsonResult(timerView(t))
+			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerWatch, rel, time.Time{}, act)) // createTimer pokes the scheduler: it arms the watch
 		},
 	}
 }
@@ -410,22 +393,28 @@ func timerView(t *store.Timer) TimerView {
 		Fires: t.Fires, LastFired: t.LastFired, Action: t.Action, CreatedAt: t.CreatedAt}
 }
 
-// timerStore opens the store the timers persist to.
-func (m *Module) timerStore(ctx context.Context) (timerStore, error) {
-	m.mu.Lock()
-	env := m.env
-	m.mu.Unlock()
-	st, err := env.Store(ctx)
-	if err != nil {
-		return nil, err
+// timerViews is timerView of each of ts (an empty list, not nil, for none).
+func timerViews(ts []*store.Timer) []TimerView {
+	out := make([]TimerView, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, timerView(t))
 	}
-	return st, nil
+	return out
+}
+
+// timerResult is a timer tool's result for the timer it created or
+// changed: t's view, or the failure err.
+func timerResult(t *store.Timer, err error) armory.Result {
+	if err != nil {
+		return armory.FailErr(err)
+	}
+	return jsonResult(timerView(t))
 }
 
 // ownTimers returns every timer of owner (at most the per-agent bounds,
 // so one page).
 func (m *Module) ownTimers(ctx context.Context, owner string) ([]*store.Timer, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +434,7 @@ func (m *Module) ownTimers(ctx context.Context, owner string) ([]*store.Timer, e
 }
 
 // findOwn returns owner's timer name, or KindNotFound.
-func (m *Module) findOwn(ctx context.Context, st timerStore, owner, name string) (*store.Timer, error) {
+func (m *Module) findOwn(ctx context.Context, owner, name string) (*store.Timer, error) {
 	ts, err := m.ownTimers(ctx, owner)
 	if err != nil {
 		return nil, err
@@ -461,7 +450,7 @@ func (m *Module) findOwn(ctx context.Context, st timerStore, owner, name string)
 // createTimer checks owner's bounds and stores a new timer; nothing is
 // written on error.
 func (m *Module) createTimer(ctx context.Context, owner, name string, kind store.TimerKind, spec string, next time.Time, act timerAction) (*store.Timer, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -509,11 +498,11 @@ func (m *Module) createTimer(ctx context.Context, owner, name string, kind store
 
 // deleteOwn deletes owner's timer name.
 func (m *Module) deleteOwn(ctx context.Context, owner, name string) (*store.Timer, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := m.findOwn(ctx, st, owner, name)
+	t, err := m.findOwn(ctx, owner, name)
 	if err != nil {
 		return nil, err
 	}
@@ -534,7 +523,7 @@ type HumanAuditor interface {
 // audited. Errors: KindUnavailable (the store), KindInvalid (a bad
 // cursor). Safe for concurrent use.
 func (m *Module) ListTimers(ctx context.Context, owner string, p store.Page) ([]TimerView, string, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return nil, "", err
 	}
@@ -542,11 +531,7 @@ func (m *Module) ListTimers(ctx context.Context, owner string, p store.Page) ([]
 	if err != nil {
 		return nil, "", store.Err("timers.list", err)
 	}
-	out := make([]TimerView, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, timerView(t))
-	}
-	return out, next, nil
+	return timerViews(ts), next, nil
 }
 
 // DeleteTimer deletes timer id on a person's behalf (REST, CLI) and
@@ -556,7 +541,7 @@ func (m *Module) ListTimers(ctx context.Context, owner string, p store.Page) ([]
 // KindUnavailable (the store; or the timer was deleted but its audit entry
 // could not be written). Safe for concurrent use.
 func (m *Module) DeleteTimer(ctx context.Context, by HumanAuditor, id string) (TimerView, error) {
-	st, err := m.timerStore(ctx)
+	st, err := m.store(ctx)
 	if err != nil {
 		return TimerView{}, err
 	}

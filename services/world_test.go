@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
-	"github.com/armory-dev/armory/engine"
-	"github.com/armory-dev/armory/internal/testenv"
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
@@ -29,105 +26,12 @@ var worldFiles = map[string]string{
 	"archetype/dana/config.md": "## Tool Access\n",
 }
 
-// backend is a database the tests run on.
-type backend struct {
-	name string
-	// db returns a fresh database (DSN or SQLite file) for one test.
-	db func(t testing.TB) string
-}
-
-func dbBackends() []backend {
-	return []backend{
-		{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "armory.db") }},
-		{"postgres", func(t testing.TB) string { return testenv.PostgresSchema(t) }},
-	}
-}
-
-// eachBackend runs f on every backend.
-func eachBackend(t *testing.T, f func(t *testing.T, db string)) {
-	for _, b := range dbBackends() {
-		t.Run(b.name, func(t *testing.T) { f(t, b.db(t)) })
-	}
-}
-
-// fixture is an engine on one world folder and database, with the
-// services module.
-type fixture struct {
-	eng *engine.Engine
-	mod *services.Module
-}
-
-// worldDir writes the test world.
-func worldDir(t testing.TB) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "w")
-	if err := testenv.WriteFiles(dir, worldFiles); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-// open opens an engine on dir and db (a second engine on the same pair is
-// a second process's view).
-func openFixture(t testing.TB, dir, db string) *fixture {
-	t.Helper()
-	mod := services.New(services.Options{})
-	eng, err := engine.Open(context.Background(), engine.Options{World: dir, DB: db, Modules: []engine.Module{mod}, Builtins: []armory.Tool{}})
+// taskNotices returns agent's unacked task notices.
+func (w *world) taskNotices(agent string) []*store.Message {
+	w.t.Helper()
+	msgs, _, err := w.eng.Store().ReadInbox(context.Background(), store.InboxQuery{Agent: agent, Unacked: true})
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return &fixture{eng: eng, mod: mod}
-}
-
-// call runs tool for agent through the pipeline (in session, "" for the
-// agent's default one).
-func (f *fixture) call(t testing.TB, agent, session, tool string, args any) pipeline.Outcome {
-	t.Helper()
-	b, err := json.Marshal(args)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f.eng.Pipeline().Execute(context.Background(), pipeline.Call{Agent: agent, Session: session, Tool: tool, Args: b})
-}
-
-// ok runs a call that must succeed and decodes its value into v (when
-// not nil).
-func (f *fixture) ok(t testing.TB, agent, tool string, args, v any) {
-	t.Helper()
-	o := f.call(t, agent, "", tool, args)
-	if o.Status != audit.StatusSuccess {
-		t.Fatalf("%s by %s: %s (%v): %s", tool, agent, o.Status, o.Kind, o.Result)
-	}
-	if v != nil {
-		if err := json.Unmarshal([]byte(o.Result), v); err != nil {
-			t.Fatalf("%s: decode %q: %v", tool, o.Result, err)
-		}
-	}
-}
-
-// refused runs a call that must fail with kind k and a result containing
-// each of want.
-func (f *fixture) refused(t testing.TB, agent, tool string, args any, k armory.Kind, want ...string) string {
-	t.Helper()
-	o := f.call(t, agent, "", tool, args)
-	if o.Status == audit.StatusSuccess || o.Kind != k {
-		t.Fatalf("%s by %s: %s (%v), want a %v failure: %s", tool, agent, o.Status, o.Kind, k, o.Result)
-	}
-	for _, w := range want {
-		if !strings.Contains(o.Result, w) {
-			t.Fatalf("%s by %s: result %q lacks %q", tool, agent, o.Result, w)
-		}
-	}
-	return o.Result
-}
-
-// inbox returns agent's unacked task notices.
-func (f *fixture) inbox(t testing.TB, agent string) []*store.Message {
-	t.Helper()
-	msgs, _, err := f.eng.Store().ReadInbox(context.Background(), store.InboxQuery{Agent: agent, Unacked: true})
-	if err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
 	var out []*store.Message
 	for _, m := range msgs {
@@ -144,8 +48,8 @@ type taskChange struct {
 }
 
 func TestTasks(t *testing.T) {
-	eachBackend(t, func(t *testing.T, db string) {
-		f := openFixture(t, worldDir(t), db)
+	backends(t, func(t *testing.T, db string) {
+		f := open(t, writeWorld(t, worldFiles), db, services.Options{})
 		var events []pipeline.Event
 		var mu sync.Mutex
 		f.eng.Subscribe(func(e pipeline.Event) {
@@ -158,81 +62,81 @@ func TestTasks(t *testing.T) {
 
 		// ann creates a task for bob: bob's inbox gets a notice, an event is raised.
 		var c taskChange
-		f.ok(t, "ann", "syscall.task.create", map[string]any{"title": "write the report", "description": "by friday", "assignee": "bob"}, &c)
+		f.ok("ann", "syscall.task.create", map[string]any{"title": "write the report", "description": "by friday", "assignee": "bob"}, &c)
 		id := c.Task.ID
 		if c.Task.Creator != "ann" || c.Task.Assignee != "bob" || c.Task.Status != store.TaskOpen || strings.Join(c.Notified, ",") != "bob" {
 			t.Fatalf("created %+v", c)
 		}
-		if n := f.inbox(t, "bob"); len(n) != 1 || n[0].From != "ann" || !strings.Contains(n[0].Body, id) || !strings.Contains(n[0].Body, "by friday") {
+		if n := f.taskNotices("bob"); len(n) != 1 || n[0].From != "ann" || !strings.Contains(n[0].Body, id) || !strings.Contains(n[0].Body, "by friday") {
 			t.Fatalf("bob's notices: %+v", n)
 		}
-		f.refused(t, "ann", "syscall.task.create", map[string]any{"title": "x", "assignee": "nobody"}, armory.KindNotFound, `no agent "nobody"`)
+		f.refused("ann", "syscall.task.create", map[string]any{"title": "x", "assignee": "nobody"}, armory.KindNotFound, `no agent "nobody"`)
 
 		// A task for oneself by default; no notice to oneself.
 		var own taskChange
-		f.ok(t, "carl", "syscall.task.create", map[string]any{"title": "tidy up"}, &own)
-		if own.Task.Assignee != "carl" || len(own.Notified) != 0 || len(f.inbox(t, "carl")) != 0 {
-			t.Fatalf("own task %+v, carl's inbox %d", own, len(f.inbox(t, "carl")))
+		f.ok("carl", "syscall.task.create", map[string]any{"title": "tidy up"}, &own)
+		if own.Task.Assignee != "carl" || len(own.Notified) != 0 || len(f.taskNotices("carl")) != 0 {
+			t.Fatalf("own task %+v, carl's inbox %d", own, len(f.taskNotices("carl")))
 		}
 
 		// Neither creator nor assignee: refused, nothing changes.
-		f.refused(t, "carl", "syscall.task.update", map[string]any{"id": id, "status": "done"}, armory.KindPermission, "only its creator or its assignee")
+		f.refused("carl", "syscall.task.update", map[string]any{"id": id, "status": "done"}, armory.KindPermission, "only its creator or its assignee")
 		// The caller is never an argument.
-		f.refused(t, "carl", "syscall.task.update", map[string]any{"id": id, "status": "done", "agent": "bob"}, armory.KindInvalid, "agent")
+		f.refused("carl", "syscall.task.update", map[string]any{"id": id, "status": "done", "agent": "bob"}, armory.KindInvalid, "agent")
 
 		// bob rejects: a reason is required; then the task goes back to ann with a notice.
-		f.refused(t, "bob", "syscall.task.update", map[string]any{"id": id, "status": "rejected"}, armory.KindInvalid, "needs a reason")
-		f.ok(t, "bob", "syscall.task.update", map[string]any{"id": id, "status": "rejected", "reason": "I have no data access"}, &c)
+		f.refused("bob", "syscall.task.update", map[string]any{"id": id, "status": "rejected"}, armory.KindInvalid, "needs a reason")
+		f.ok("bob", "syscall.task.update", map[string]any{"id": id, "status": "rejected", "reason": "I have no data access"}, &c)
 		if c.Task.Status != store.TaskRejected || c.Task.Assignee != "ann" || c.Task.Reason != "I have no data access" || strings.Join(c.Notified, ",") != "ann" {
 			t.Fatalf("rejected %+v", c)
 		}
-		if n := f.inbox(t, "ann"); len(n) != 1 || !strings.Contains(n[0].Subject, "rejected by bob") || !strings.Contains(n[0].Body, "I have no data access") {
+		if n := f.taskNotices("ann"); len(n) != 1 || !strings.Contains(n[0].Subject, "rejected by bob") || !strings.Contains(n[0].Body, "I have no data access") {
 			t.Fatalf("ann's notices: %+v", n)
 		}
 
 		// ann delegates it to dana: dana and bob (from whom it was taken: not any more) …
-		f.ok(t, "ann", "syscall.task.update", map[string]any{"id": id, "assignee": "dana", "note": "dana has access"}, &c)
+		f.ok("ann", "syscall.task.update", map[string]any{"id": id, "assignee": "dana", "note": "dana has access"}, &c)
 		if c.Task.Assignee != "dana" || c.Task.Status != store.TaskOpen || strings.Join(c.Notified, ",") != "dana" {
 			t.Fatalf("delegated %+v", c)
 		}
-		if n := f.inbox(t, "dana"); len(n) != 1 || !strings.Contains(n[0].Body, "dana has access") {
+		if n := f.taskNotices("dana"); len(n) != 1 || !strings.Contains(n[0].Body, "dana has access") {
 			t.Fatalf("dana's notices %+v", n)
 		}
 		// … bob, no longer assignee, may not touch it.
-		f.refused(t, "bob", "syscall.task.update", map[string]any{"id": id, "status": "in_progress"}, armory.KindPermission)
-		f.ok(t, "dana", "syscall.task.update", map[string]any{"id": id, "status": "done"}, &c)
+		f.refused("bob", "syscall.task.update", map[string]any{"id": id, "status": "in_progress"}, armory.KindPermission)
+		f.ok("dana", "syscall.task.update", map[string]any{"id": id, "status": "done"}, &c)
 		if c.Task.Status != store.TaskDone || strings.Join(c.Notified, ",") != "ann" || c.Task.Version != 4 {
 			t.Fatalf("done %+v", c)
 		}
 
 		// get and list.
 		var got store.Task
-		f.ok(t, "carl", "syscall.task.get", map[string]any{"id": id}, &got)
+		f.ok("carl", "syscall.task.get", map[string]any{"id": id}, &got)
 		if got.Status != store.TaskDone || got.Assignee != "dana" {
 			t.Fatalf("get %+v", got)
 		}
-		f.refused(t, "carl", "syscall.task.get", map[string]any{"id": "nope"}, armory.KindNotFound, "no task")
+		f.refused("carl", "syscall.task.get", map[string]any{"id": "nope"}, armory.KindNotFound, "no task")
 		var page struct {
 			Items []store.Task `json:"items"`
 			Next  string       `json:"next_cursor"`
 		}
-		f.ok(t, "carl", "syscall.task.list", map[string]any{"assignee": "me"}, &page)
+		f.ok("carl", "syscall.task.list", map[string]any{"assignee": "me"}, &page)
 		if len(page.Items) != 1 || page.Items[0].ID != own.Task.ID {
 			t.Fatalf("carl's tasks %+v", page)
 		}
 		page.Items = nil
-		f.ok(t, "carl", "syscall.task.list", map[string]any{"status": "done"}, &page)
+		f.ok("carl", "syscall.task.list", map[string]any{"status": "done"}, &page)
 		if len(page.Items) != 1 || page.Items[0].ID != id {
 			t.Fatalf("done tasks %+v", page)
 		}
 		page.Items = nil
-		f.ok(t, "carl", "syscall.task.list", map[string]any{"limit": 1}, &page)
+		f.ok("carl", "syscall.task.list", map[string]any{"limit": 1}, &page)
 		if len(page.Items) != 1 || page.Next == "" {
 			t.Fatalf("first page %+v", page)
 		}
 		cursor := page.Next
 		page.Items, page.Next = nil, ""
-		f.ok(t, "carl", "syscall.task.list", map[string]any{"limit": 1, "cursor": cursor}, &page)
+		f.ok("carl", "syscall.task.list", map[string]any{"limit": 1, "cursor": cursor}, &page)
 		if len(page.Items) != 1 || page.Items[0].ID != own.Task.ID {
 			t.Fatalf("second page %+v", page)
 		}
@@ -256,8 +160,8 @@ func TestTasks(t *testing.T) {
 }
 
 func TestKnowledge(t *testing.T) {
-	eachBackend(t, func(t *testing.T, db string) {
-		f := openFixture(t, worldDir(t), db)
+	backends(t, func(t *testing.T, db string) {
+		f := open(t, writeWorld(t, worldFiles), db, services.Options{})
 		type written struct {
 			Version int64    `json:"version"`
 			Read    []string `json:"read"`
@@ -265,51 +169,51 @@ func TestKnowledge(t *testing.T) {
 		}
 		var w written
 		// A new entry: readable by everyone, writable by its author.
-		f.ok(t, "carl", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "title": "Deploy", "body": "make release"}, &w)
+		f.ok("carl", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "title": "Deploy", "body": "make release"}, &w)
 		if w.Version != 1 || strings.Join(w.Read, ",") != "*" || strings.Join(w.Write, ",") != "agent:carl" {
 			t.Fatalf("written %+v", w)
 		}
 		var e store.KnowledgeEntry
-		f.ok(t, "dana", "syscall.knowledge.read", map[string]any{"key": "howto/deploy"}, &e)
+		f.ok("dana", "syscall.knowledge.read", map[string]any{"key": "howto/deploy"}, &e)
 		if e.Body != "make release" || e.Author != "carl" {
 			t.Fatalf("read %+v", e)
 		}
 		// dana may not write it: the refusal says who may.
-		f.refused(t, "dana", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "rm -rf"}, armory.KindPermission,
+		f.refused("dana", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "rm -rf"}, armory.KindPermission,
 			"dana (no privilege group) is not in the write list", "who may write it: agent carl")
 		// carl opens it to the ops group and restricts reading to ops.
-		f.ok(t, "carl", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "make release v2", "read": []string{"group:ops", "agent:carl"}, "write": []string{"group:ops", "agent:carl"}}, &w)
+		f.ok("carl", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "make release v2", "read": []string{"group:ops", "agent:carl"}, "write": []string{"group:ops", "agent:carl"}}, &w)
 		if w.Version != 2 {
 			t.Fatalf("version %d", w.Version)
 		}
-		f.refused(t, "dana", "syscall.knowledge.read", map[string]any{"key": "howto/deploy"}, armory.KindPermission,
+		f.refused("dana", "syscall.knowledge.read", map[string]any{"key": "howto/deploy"}, armory.KindPermission,
 			"read refused", "who may read it: members of group ops, agent carl")
-		f.ok(t, "bob", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "make release v3", "expect_version": 2}, &w)
-		f.refused(t, "bob", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "stale", "expect_version": 2}, armory.KindConflict, "is at version 3")
-		f.refused(t, "carl", "syscall.knowledge.write", map[string]any{"key": "x", "body": "b", "read": []string{"everyone"}}, armory.KindInvalid, `want "*"`)
+		f.ok("bob", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "make release v3", "expect_version": 2}, &w)
+		f.refused("bob", "syscall.knowledge.write", map[string]any{"key": "howto/deploy", "body": "stale", "expect_version": 2}, armory.KindConflict, "is at version 3")
+		f.refused("carl", "syscall.knowledge.write", map[string]any{"key": "x", "body": "b", "read": []string{"everyone"}}, armory.KindInvalid, `want "*"`)
 
 		// list shows only what the caller may read.
-		f.ok(t, "dana", "syscall.knowledge.write", map[string]any{"key": "notes/dana", "body": "mine", "read": []string{"agent:dana"}}, nil)
+		f.ok("dana", "syscall.knowledge.write", map[string]any{"key": "notes/dana", "body": "mine", "read": []string{"agent:dana"}}, nil)
 		var page struct {
 			Items []services.KnowledgeSummary `json:"items"`
 		}
-		f.ok(t, "dana", "syscall.knowledge.list", map[string]any{}, &page)
+		f.ok("dana", "syscall.knowledge.list", map[string]any{}, &page)
 		if len(page.Items) != 1 || page.Items[0].Key != "notes/dana" || !page.Items[0].CanWrite {
 			t.Fatalf("dana's list %+v", page)
 		}
 		page.Items = nil
-		f.ok(t, "bob", "syscall.knowledge.list", map[string]any{"prefix": "howto/"}, &page)
+		f.ok("bob", "syscall.knowledge.list", map[string]any{"prefix": "howto/"}, &page)
 		if len(page.Items) != 1 || !page.Items[0].CanWrite || page.Items[0].Version != 3 {
 			t.Fatalf("bob's list %+v", page)
 		}
 
 		// Deleting: the tool is the manager group's (pipeline), and the entry needs write permission.
-		if o := f.call(t, "bob", "", "syscall.knowledge.delete", map[string]any{"key": "notes/dana"}); o.Status == audit.StatusSuccess {
+		if o := f.callIn("bob", "", "syscall.knowledge.delete", map[string]any{"key": "notes/dana"}); o.Status == audit.StatusSuccess {
 			t.Fatalf("bob (not manager) deleted: %s", o.Result)
 		}
-		f.refused(t, "ann", "syscall.knowledge.delete", map[string]any{"key": "notes/dana"}, armory.KindPermission, "who may write it: agent dana")
-		f.ok(t, "ann", "syscall.knowledge.delete", map[string]any{"key": "howto/deploy"}, nil) // ann is in ops
-		f.refused(t, "ann", "syscall.knowledge.read", map[string]any{"key": "howto/deploy"}, armory.KindNotFound)
+		f.refused("ann", "syscall.knowledge.delete", map[string]any{"key": "notes/dana"}, armory.KindPermission, "who may write it: agent dana")
+		f.ok("ann", "syscall.knowledge.delete", map[string]any{"key": "howto/deploy"}, nil) // ann is in ops
+		f.refused("ann", "syscall.knowledge.read", map[string]any{"key": "howto/deploy"}, armory.KindNotFound)
 
 		// A person is not bound by the lists; the change is audited.
 		if err := f.mod.DeleteKnowledge(context.Background(), f.eng.Pipeline(), "rest", "notes/dana", nil); err != nil {
@@ -318,7 +222,7 @@ func TestKnowledge(t *testing.T) {
 		if _, err := f.mod.PutKnowledge(context.Background(), f.eng.Pipeline(), "rest", services.KnowledgeWrite{Key: "rules", Body: "be kind", Read: []string{"*"}}); err != nil {
 			t.Fatal(err)
 		}
-		f.refused(t, "ann", "syscall.knowledge.write", map[string]any{"key": "rules", "body": "be quick"}, armory.KindPermission, "write list is empty")
+		f.refused("ann", "syscall.knowledge.write", map[string]any{"key": "rules", "body": "be quick"}, armory.KindPermission, "write list is empty")
 		for _, tool := range []string{"knowledge.delete", "knowledge.write"} {
 			recs, _ := f.eng.Store().ListAudit(context.Background(), store.AuditFilter{Tool: tool})
 			if len(recs) != 1 || recs[0].DecidedBy != pipeline.Human {
@@ -329,47 +233,47 @@ func TestKnowledge(t *testing.T) {
 }
 
 func TestMemory(t *testing.T) {
-	eachBackend(t, func(t *testing.T, db string) {
-		f := openFixture(t, worldDir(t), db)
-		f.ok(t, "ann", "syscall.memory.write", map[string]any{"key": "deploy", "value": "release with make release; tag first"}, nil)
-		f.ok(t, "ann", "syscall.memory.write", map[string]any{"key": "deploy", "value": "; then push the tag", "append": true}, nil)
-		f.ok(t, "ann", "syscall.memory.write", map[string]any{"key": "lunch", "value": "bob likes noodles"}, nil)
-		f.ok(t, "ann", "syscall.memory.write", map[string]any{"key": "big", "value": strings.Repeat("tag filler ", 1000)}, nil)
+	backends(t, func(t *testing.T, db string) {
+		f := open(t, writeWorld(t, worldFiles), db, services.Options{})
+		f.ok("ann", "syscall.memory.write", map[string]any{"key": "deploy", "value": "release with make release; tag first"}, nil)
+		f.ok("ann", "syscall.memory.write", map[string]any{"key": "deploy", "value": "; then push the tag", "append": true}, nil)
+		f.ok("ann", "syscall.memory.write", map[string]any{"key": "lunch", "value": "bob likes noodles"}, nil)
+		f.ok("ann", "syscall.memory.write", map[string]any{"key": "big", "value": strings.Repeat("tag filler ", 1000)}, nil)
 		var e store.MemoryEntry
-		f.ok(t, "ann", "syscall.memory.read", map[string]any{"key": "deploy"}, &e)
+		f.ok("ann", "syscall.memory.read", map[string]any{"key": "deploy"}, &e)
 		if e.Value != "release with make release; tag first; then push the tag" {
 			t.Fatalf("read %q", e.Value)
 		}
 		var keys struct {
 			Items []services.MemoryKey `json:"items"`
 		}
-		f.ok(t, "ann", "syscall.memory.read", map[string]any{}, &keys)
+		f.ok("ann", "syscall.memory.read", map[string]any{}, &keys)
 		if len(keys.Items) != 3 || keys.Items[0].Key != "big" {
 			t.Fatalf("keys %+v", keys)
 		}
 
 		// An agent's memory is its own: bob sees none of ann's, and cannot name her.
-		f.refused(t, "bob", "syscall.memory.read", map[string]any{"key": "deploy"}, armory.KindNotFound, "your memory has no key")
-		f.refused(t, "bob", "syscall.memory.write", map[string]any{"key": "deploy", "value": "x", "agent": "ann"}, armory.KindInvalid, "agent")
-		f.refused(t, "bob", "syscall.memory.read", map[string]any{"key": "deploy", "agent": "ann"}, armory.KindInvalid, "agent")
-		f.ok(t, "bob", "syscall.memory.write", map[string]any{"key": "deploy", "value": "bob's"}, nil)
-		f.ok(t, "ann", "syscall.memory.read", map[string]any{"key": "deploy"}, &e)
+		f.refused("bob", "syscall.memory.read", map[string]any{"key": "deploy"}, armory.KindNotFound, "your memory has no key")
+		f.refused("bob", "syscall.memory.write", map[string]any{"key": "deploy", "value": "x", "agent": "ann"}, armory.KindInvalid, "agent")
+		f.refused("bob", "syscall.memory.read", map[string]any{"key": "deploy", "agent": "ann"}, armory.KindInvalid, "agent")
+		f.ok("bob", "syscall.memory.write", map[string]any{"key": "deploy", "value": "bob's"}, nil)
+		f.ok("ann", "syscall.memory.read", map[string]any{"key": "deploy"}, &e)
 		if !strings.HasPrefix(e.Value, "release") {
 			t.Fatalf("bob's write reached ann's memory: %q", e.Value)
 		}
 
 		// recall: ranked, within the budget.
 		var r services.Recall
-		f.ok(t, "ann", "syscall.memory.recall", map[string]any{"query": "how to push the release tag"}, &r)
+		f.ok("ann", "syscall.memory.recall", map[string]any{"query": "how to push the release tag"}, &r)
 		if r.Matched != 2 || len(r.Hits) != 2 || r.Hits[0].Key != "deploy" || r.Used > services.DefaultRecallBudget || !r.Hits[1].Truncated {
 			t.Fatalf("recall %+v", r)
 		}
-		f.ok(t, "ann", "syscall.memory.recall", map[string]any{"query": "noodles", "budget_bytes": 64}, &r)
+		f.ok("ann", "syscall.memory.recall", map[string]any{"query": "noodles", "budget_bytes": 64}, &r)
 		if len(r.Hits) != 1 || r.Hits[0].Key != "lunch" || r.Used > 64 {
 			t.Fatalf("recall noodles %+v", r)
 		}
-		f.refused(t, "ann", "syscall.memory.recall", map[string]any{"query": "x", "budget_bytes": 1 << 20}, armory.KindInvalid)
-		f.refused(t, "ann", "syscall.memory.recall", map[string]any{"query": "?!"}, armory.KindInvalid, "no keyword")
+		f.refused("ann", "syscall.memory.recall", map[string]any{"query": "x", "budget_bytes": 1 << 20}, armory.KindInvalid)
+		f.refused("ann", "syscall.memory.recall", map[string]any{"query": "?!"}, armory.KindInvalid, "no keyword")
 
 		// Inspect reads another's memory read-only, through the module.
 		entries, next, err := f.mod.ReadAgentMemory(context.Background(), "ann", store.Page{Limit: 2})
@@ -377,26 +281,26 @@ func TestMemory(t *testing.T) {
 			t.Fatalf("ReadAgentMemory: %d entries, next %q, %v", len(entries), next, err)
 		}
 		// Bounds: a value over 64 KiB is refused, nothing written.
-		f.refused(t, "ann", "syscall.memory.write", map[string]any{"key": "huge", "value": strings.Repeat("x", store.MaxBody+1)}, armory.KindInvalid)
-		f.refused(t, "ann", "syscall.memory.read", map[string]any{"key": "huge"}, armory.KindNotFound)
+		f.refused("ann", "syscall.memory.write", map[string]any{"key": "huge", "value": strings.Repeat("x", store.MaxBody+1)}, armory.KindInvalid)
+		f.refused("ann", "syscall.memory.read", map[string]any{"key": "huge"}, armory.KindNotFound)
 	})
 }
 
 func TestState(t *testing.T) {
-	eachBackend(t, func(t *testing.T, db string) {
-		f := openFixture(t, worldDir(t), db)
+	backends(t, func(t *testing.T, db string) {
+		f := open(t, writeWorld(t, worldFiles), db, services.Options{})
 		var w services.StateWritten
-		f.ok(t, "ann", "syscall.state.write", map[string]any{"key": "phase", "value": "plan", "expect_version": 0}, &w)
+		f.ok("ann", "syscall.state.write", map[string]any{"key": "phase", "value": "plan", "expect_version": 0}, &w)
 		if w.Version != 1 {
 			t.Fatalf("version %d", w.Version)
 		}
-		f.refused(t, "bob", "syscall.state.write", map[string]any{"key": "phase", "value": "build", "expect_version": 0}, armory.KindConflict, "already exists, at version 1")
-		f.ok(t, "bob", "syscall.state.write", map[string]any{"key": "phase", "value": "build", "expect_version": 1}, &w)
-		f.refused(t, "ann", "syscall.state.write", map[string]any{"key": "phase", "value": "ship", "expect_version": 1}, armory.KindConflict, "is at version 2, not 1", "expect_version 2")
-		f.refused(t, "ann", "syscall.state.write", map[string]any{"key": "ghost", "value": "x", "expect_version": 4}, armory.KindConflict, "does not exist")
-		f.ok(t, "ann", "syscall.state.write", map[string]any{"key": "phase/detail", "value": "unconditional"}, &w)
+		f.refused("bob", "syscall.state.write", map[string]any{"key": "phase", "value": "build", "expect_version": 0}, armory.KindConflict, "already exists, at version 1")
+		f.ok("bob", "syscall.state.write", map[string]any{"key": "phase", "value": "build", "expect_version": 1}, &w)
+		f.refused("ann", "syscall.state.write", map[string]any{"key": "phase", "value": "ship", "expect_version": 1}, armory.KindConflict, "is at version 2, not 1", "expect_version 2")
+		f.refused("ann", "syscall.state.write", map[string]any{"key": "ghost", "value": "x", "expect_version": 4}, armory.KindConflict, "does not exist")
+		f.ok("ann", "syscall.state.write", map[string]any{"key": "phase/detail", "value": "unconditional"}, &w)
 		var e store.StateEntry
-		f.ok(t, "carl", "syscall.state.read", map[string]any{"key": "phase"}, &e)
+		f.ok("carl", "syscall.state.read", map[string]any{"key": "phase"}, &e)
 		if e.Value != "build" || e.Version != 2 {
 			t.Fatalf("read %+v", e)
 		}
@@ -404,16 +308,16 @@ func TestState(t *testing.T) {
 			Items []store.StateEntry `json:"items"`
 			Next  string             `json:"next_cursor"`
 		}
-		f.ok(t, "carl", "syscall.state.read", map[string]any{"prefix": "phase", "limit": 1}, &page)
+		f.ok("carl", "syscall.state.read", map[string]any{"prefix": "phase", "limit": 1}, &page)
 		if len(page.Items) != 1 || page.Next == "" {
 			t.Fatalf("page %+v", page)
 		}
-		f.refused(t, "carl", "syscall.state.read", map[string]any{"key": "nope"}, armory.KindNotFound, "does not exist")
-		f.refused(t, "carl", "syscall.state.write", map[string]any{"key": strings.Repeat("k", store.MaxKey+1), "value": "v"}, armory.KindInvalid, "limit is 256")
+		f.refused("carl", "syscall.state.read", map[string]any{"key": "nope"}, armory.KindNotFound, "does not exist")
+		f.refused("carl", "syscall.state.write", map[string]any{"key": strings.Repeat("k", store.MaxKey+1), "value": "v"}, armory.KindInvalid, "limit is 256")
 		if _, err := f.mod.WriteState(context.Background(), f.eng.Pipeline(), "cli", services.StateWrite{Key: "phase", Value: "halt"}); err != nil {
 			t.Fatal(err)
 		}
-		f.ok(t, "carl", "syscall.state.read", map[string]any{"key": "phase"}, &e)
+		f.ok("carl", "syscall.state.read", map[string]any{"key": "phase"}, &e)
 		if e.Value != "halt" || e.Version != 3 {
 			t.Fatalf("after the human write %+v", e)
 		}
@@ -423,10 +327,10 @@ func TestState(t *testing.T) {
 // casIncrement adds one to counter key through syscall.state.write with
 // expect_version, reading and retrying on conflict; it returns the number
 // of conflicts it met.
-func casIncrement(t testing.TB, f *fixture, agent, session, key string) int {
+func casIncrement(t testing.TB, f *world, agent, session, key string) int {
 	conflicts := 0
 	for {
-		o := f.call(t, agent, session, "syscall.state.read", map[string]any{"key": key})
+		o := f.callIn(agent, session, "syscall.state.read", map[string]any{"key": key})
 		var e store.StateEntry
 		if o.Status != audit.StatusSuccess || json.Unmarshal([]byte(o.Result), &e) != nil {
 			t.Errorf("read: %s %s", o.Status, o.Result)
@@ -434,7 +338,7 @@ func casIncrement(t testing.TB, f *fixture, agent, session, key string) int {
 		}
 		var n int
 		fmt.Sscan(e.Value, &n)
-		o = f.call(t, agent, session, "syscall.state.write", map[string]any{"key": key, "value": fmt.Sprint(n + 1), "expect_version": e.Version})
+		o = f.callIn(agent, session, "syscall.state.write", map[string]any{"key": key, "value": fmt.Sprint(n + 1), "expect_version": e.Version})
 		switch {
 		case o.Status == audit.StatusSuccess:
 			return conflicts
@@ -451,12 +355,12 @@ func casIncrement(t testing.TB, f *fixture, agent, session, key string) int {
 // session of its own), half on a second engine on the same database, lose
 // no update.
 func TestStateCASWriters(t *testing.T) {
-	eachBackend(t, func(t *testing.T, db string) {
-		dir := worldDir(t)
-		f1 := openFixture(t, dir, db)
-		f2 := openFixture(t, dir, db)
+	backends(t, func(t *testing.T, db string) {
+		dir := writeWorld(t, worldFiles)
+		f1 := open(t, dir, db, services.Options{})
+		f2 := open(t, dir, db, services.Options{})
 		var w services.StateWritten
-		f1.ok(t, "ann", "syscall.state.write", map[string]any{"key": "counter", "value": "0", "expect_version": 0}, &w)
+		f1.ok("ann", "syscall.state.write", map[string]any{"key": "counter", "value": "0", "expect_version": 0}, &w)
 		const writers = 100
 		agents := []string{"ann", "bob", "carl", "dana"}
 		var wg sync.WaitGroup
@@ -476,7 +380,7 @@ func TestStateCASWriters(t *testing.T) {
 		}
 		wg.Wait()
 		var e store.StateEntry
-		f2.ok(t, "bob", "syscall.state.read", map[string]any{"key": "counter"}, &e)
+		f2.ok("bob", "syscall.state.read", map[string]any{"key": "counter"}, &e)
 		if e.Value != fmt.Sprint(writers) || e.Version != writers+1 {
 			t.Fatalf("counter = %s at version %d, want %d at %d (conflicts retried: %d)", e.Value, e.Version, writers, writers+1, conflicts)
 		}
