@@ -198,11 +198,15 @@ func (e *env) dialSmallWindow() net.Conn {
 }
 
 // metric returns the value of a metric line ("name{labels}") of /metrics.
+// metric scrapes /metrics for name's value ("" when absent). A scrape
+// that fails is "" too, logged: callers poll until a deadline, and a
+// server under a short WriteTimeout on a loaded machine can cut one.
 func (e *env) metric(name string) string {
 	e.t.Helper()
 	st, body, _ := e.do("GET", "/metrics", e.admin, "")
 	if st != 200 {
-		e.t.Fatalf("metrics: %d %s", st, body)
+		e.t.Logf("metrics: %d %.200s", st, body)
+		return ""
 	}
 	for _, l := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -301,19 +300,6 @@ func TestMCPSessionlessRequestsStillWork(t *testing.T) {
 }
 
 // metricValue reads one sample of the server's /metrics.
-func (e *env) metricValue(name string) string {
-	e.t.Helper()
-	st, body, _ := e.do("GET", "/metrics", e.admin, "")
-	if st != 200 {
-		e.t.Fatalf("metrics: %d", st)
-	}
-	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(body)
-	if m == nil {
-		return ""
-	}
-	return m[1]
-}
-
 // TestMCPSessionLimits: a flood of initializes from one token is held at
 // the per-token limit, every token together at the total limit; the excess
 // gets a clear JSON-RPC error; the counts show in the metrics; a closed
@@ -361,10 +347,10 @@ func TestMCPSessionLimits(t *testing.T) {
 	if !strings.Contains(refused[0], "the limit per token is 3") {
 		t.Errorf("refusal message %q", refused[0])
 	}
-	if got := e.metricValue("armory_mcp_sessions"); got != "3" {
+	if got := e.metric("armory_mcp_sessions"); got != "3" {
 		t.Errorf("armory_mcp_sessions %q, want 3", got)
 	}
-	if got := e.metricValue(`armory_mcp_sessions_refused_total{limit="per_token"}`); got != "297" {
+	if got := e.metric(`armory_mcp_sessions_refused_total{limit="per_token"}`); got != "297" {
 		t.Errorf("refused per token %q, want 297", got)
 	}
 	// 297 refused initializes left nothing behind: no session, no
@@ -388,10 +374,10 @@ func TestMCPSessionLimits(t *testing.T) {
 	if len(got) != 0 || len(refused) != 4 || !strings.Contains(refused[0], "its limit is 5") {
 		t.Fatalf("past the total: %d sessions, refusals %q", len(got), refused)
 	}
-	if got := e.metricValue("armory_mcp_sessions"); got != "5" {
+	if got := e.metric("armory_mcp_sessions"); got != "5" {
 		t.Errorf("armory_mcp_sessions %q, want 5", got)
 	}
-	if got := e.metricValue(`armory_mcp_sessions_limit{limit="total"}`); got != "5" {
+	if got := e.metric(`armory_mcp_sessions_limit{limit="total"}`); got != "5" {
 		t.Errorf("limit metric %q", got)
 	}
 	// A caps session name over the limit is refused before it counts.
@@ -438,9 +424,9 @@ func TestMCPSessionIdleExpiry(t *testing.T) {
 		ids = append(ids, h.Get("Mcp-Session-Id"))
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for e.metricValue("armory_mcp_sessions") != "0" {
+	for e.metric("armory_mcp_sessions") != "0" {
 		if time.Now().After(deadline) {
-			t.Fatalf("idle sessions never expired: %s open", e.metricValue("armory_mcp_sessions"))
+			t.Fatalf("idle sessions never expired: %s open", e.metric("armory_mcp_sessions"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
