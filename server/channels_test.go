@@ -17,7 +17,7 @@ import (
 	"github.com/armory-dev/armory/services"
 )
 
-// channelsWorld is seed 000's communicator group (the channel family and
+// channelsWorld is the communicator group (the channel family and
 // syscalls) for alice and bob.
 var channelsWorld = map[string]string{
 	"world-config.yaml": `name: channels

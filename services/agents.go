@@ -15,7 +15,7 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// The agents service: seed 000's syscall.agent.* and syscall.reflect, and
+// The agents service: syscall.agent.* and syscall.reflect, and
 // the gate that refuses a stopped agent's calls.
 //
 // Status. Every agent runs unless the store says it is stopped

@@ -12,8 +12,8 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// The syscall.agent.* tools and syscall.reflect (seed 000). Who may call
-// them is the world's access policy: seed 000's worlds put create, stop,
+// The syscall.agent.* tools and syscall.reflect. Who may call them is
+// the world's access policy: the example world puts create, stop,
 // start and inspect in the admin privilege group; an agent outside it does
 // not see them, and the pipeline refuses its calls at lookup.
 
@@ -30,7 +30,7 @@ var (
 
 // granted refuses an agent-control call in a world that leaves the tool
 // public (in no privilege group): stopping, starting, creating and
-// inspecting agents must be granted on purpose (seed 000's admin group),
+// inspecting agents must be granted on purpose (the usual admin group),
 // not fall to every agent because the world did not mention the tool.
 func (m *Module) granted(c call) *armory.Result {
 	h, err := m.hosted()
@@ -39,7 +39,7 @@ func (m *Module) granted(c call) *armory.Result {
 		return &r
 	}
 	if h.Privileges == nil || h.Privileges.IsPublic(c.op) {
-		r := c.fail(armory.KindPermission, "%s is in no privilege group of this world, and controlling agents must be granted on purpose: the world's owner lists it in a group of world-config.yaml tool_privileges (seed 000: admin) and gives that group to the agents that may use it", c.op)
+		r := c.fail(armory.KindPermission, "%s is in no privilege group of this world, and controlling agents must be granted on purpose: the world's owner lists it in a group of world-config.yaml tool_privileges (usually admin) and gives that group to the agents that may use it", c.op)
 		return &r
 	}
 	return nil

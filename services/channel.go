@@ -17,7 +17,7 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// Channels: seed 000's channel tools (channel.send, channel.file_attach,
+// Channels: the channel tools (channel.send, channel.file_attach,
 // channel.handoff) and syscalls (syscall.channel.send,
 // syscall.channel.handoff), "always registered when channel context
 // exists". A REST or MCP caller that relays an external channel (a chat
@@ -88,7 +88,7 @@ func channelOf(c call) (string, armory.Result, bool) {
 }
 
 // channelSendTool is channel.send or syscall.channel.send (the same
-// tool under the seed's two names).
+// tool under its two names).
 func (m *Module) channelSendTool(name, desc string) *tool {
 	return &tool{
 		spec: armory.Spec{Name: name, Description: desc,
@@ -299,7 +299,7 @@ func (m *Module) publishChannel(msg *store.ChannelMessage, what string) {
 		Message: what + " in conversation " + quote(msg.Channel)})
 }
 
-// channelTools are the channel tools, under the seed's names.
+// channelTools are the channel tools, under both families' names.
 func (m *Module) channelTools() []*tool {
 	return []*tool{
 		m.channelSendTool("channel.send", "Post a standalone message to the originating channel thread (the conversation your caller named)."),

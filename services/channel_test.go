@@ -17,7 +17,7 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// communicatorWorld is seed 000's communicator group: alice and bob are
+// communicatorWorld is the communicator group: alice and bob are
 // in it, carol is not.
 const communicatorWorld = `tool_privileges:
   communicator:

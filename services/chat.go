@@ -13,7 +13,7 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// Chats: seed 000's shared channels. A chat has a creator, who alone
+// Chats: the world's shared channels. A chat has a creator, who alone
 // invites and removes members, and members; skip_creator leaves the
 // creator out of the members (a moderator). A message sent to a chat goes
 // to its history and, unless the chat is gated, to every other member's

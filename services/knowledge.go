@@ -11,8 +11,7 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// Knowledge: the world's shared knowledge base (seed 000's
-// syscall.knowledge.*). Each entry has a read and a write list (acl.go);
+// Knowledge: the world's shared knowledge base (syscall.knowledge.*). Each entry has a read and a write list (acl.go);
 // the tools enforce them for the calling agent, a person (REST, CLI) is
 // not bound by them. A new entry is readable by everyone and writable by
 // its author unless the write names its lists. Writing or deleting needs

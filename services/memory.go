@@ -10,8 +10,8 @@ import (
 	"github.com/armory-dev/armory/store"
 )
 
-// Memory: every agent's own persistent notes (seed 003's memory.read and
-// memory.write, seed 001's recall). The agent is always the caller: no
+// Memory: every agent's own persistent notes (memory.read and memory.write,
+// and a ranked recall). The agent is always the caller: no
 // tool takes an agent argument, so an agent reads and writes only its own
 // memory. Another agent's memory is read (read-only) by
 // syscall.agent.inspect, through ReadAgentMemory.

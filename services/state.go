@@ -11,8 +11,8 @@ import (
 )
 
 // The world's shared state: a key/value map every agent reads and writes,
-// with a version per key for compare-and-set (seed 000's
-// syscall.state.read and syscall.state.write). A write that names
+// with a version per key for compare-and-set (syscall.state.read and
+// syscall.state.write). A write that names
 // expect_version lands only on that version: two agents racing on one key
 // never silently overwrite each other; the loser gets a KindConflict
 // result that says the current version, reads again and retries.

@@ -13,7 +13,7 @@ import (
 )
 
 // Tasks: a unit of work an agent (or a person) gives another agent or
-// itself (seed 000's syscall.task.*; seed 001's delegate and reject map
+// itself (syscall.task.*; delegating and rejecting map
 // onto syscall.task.update).
 //
 // Who may change a task: its creator and its current assignee, nobody

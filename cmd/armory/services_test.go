@@ -85,14 +85,15 @@ func TestCLIServicesInExampleWorld(t *testing.T) {
 	}
 }
 
-// TestCLISeed000WorldCheck: seed 000's own world-config example names only
-// tools that exist — the world services, the channel tools and
+// TestCLIGroupsWorldCheck: the usual privilege groups of a world of agents
+// (admin, manager, communicator, google-searcher, in testdata/groups-world)
+// name only tools that exist — the world services, the channel tools and
 // tool.google_search — so world check warns about no unknown tool. (Its
 // config.md's overrides of public tools still warn: they grant nothing.)
-func TestCLISeed000WorldCheck(t *testing.T) {
-	r := armoryCmd(t, nil, "--world", "../../testdata/seed000-world", "world", "check")
+func TestCLIGroupsWorldCheck(t *testing.T) {
+	r := armoryCmd(t, nil, "--world", "../../testdata/groups-world", "world", "check")
 	if r.code != 0 || strings.Contains(r.stderr, "is defined") {
-		t.Fatalf("world check of seed 000's example: %+v", r)
+		t.Fatalf("world check of the groups world: %+v", r)
 	}
 	if strings.Count(r.stderr, "warning:") != 2 || strings.Count(r.stderr, "is public (in no privilege group); the override grants nothing") != 2 {
 		t.Errorf("warnings:\n%s", r.stderr)
