@@ -15,7 +15,7 @@ import (
 )
 
 // Messages: syscall.ask and syscall.broadcast, with the reply
-// and inbox tools an agent needs to take part (a check_messages:
+// and inbox tools an agent needs to take part (Thinkroid's check_messages:
 // a lookback window of 10 minutes by default, at most 60). Every message
 // is a row of the store's inboxes (store.Inboxes), the truth; after a
 // write the module publishes a "message" event (EventMessage), which only
@@ -275,7 +275,7 @@ type InboxPage struct {
 	NextCursor string `json:"next_cursor,omitempty"`
 }
 
-// inboxTool is syscall.inbox (check_messages): read and
+// inboxTool is syscall.inbox (Thinkroid's check_messages): read and
 // acknowledge one's own inbox.
 func (m *Module) inboxTool() *tool {
 	return &tool{

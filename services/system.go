@@ -16,7 +16,7 @@ import (
 // MaxThought bounds think's thought, in bytes.
 const MaxThought = 16 << 10
 
-// thinkTool is a scratchpad: the agent writes down its reasoning.
+// thinkTool is Agenthood's scratchpad: the agent writes down its reasoning.
 // It has no side effect; like any call it is audited, so the reasoning is
 // on the record.
 func thinkTool() *tool {

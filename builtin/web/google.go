@@ -14,7 +14,7 @@ import (
 	args "github.com/armory-dev/armory/toolargs"
 )
 
-// tool.google_search (the `google-searcher` group's tool): the query goes to a Gemini model with the
+// tool.google_search (the ghost world's `google-searcher` tool): the query goes to a Gemini model with the
 // Google Search grounding tool on; the model searches, reads and answers,
 // and the answer comes back with its sources and the searches it ran.
 const (

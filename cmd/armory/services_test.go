@@ -85,8 +85,8 @@ func TestCLIServicesInExampleWorld(t *testing.T) {
 	}
 }
 
-// TestCLIGroupsWorldCheck: the usual privilege groups of a world of agents
-// (admin, manager, communicator, google-searcher, in testdata/groups-world)
+// TestCLIGroupsWorldCheck: the ghost world's privilege groups (admin,
+// manager, communicator, google-searcher, in testdata/groups-world)
 // name only tools that exist — the world services, the channel tools and
 // tool.google_search — so world check warns about no unknown tool. (Its
 // config.md's overrides of public tools still warn: they grant nothing.)
