@@ -77,17 +77,7 @@ func (p *Pipeline) channel(ctx context.Context, s *state) *refusal {
 		}
 		holder, err := cg.AdmitChannel(ctx, s.ag.ID, s.c.Channel)
 		if err != nil {
-			msg := armory.Message(err)
-			kind := armory.KindOf(err)
-			if kind == armory.KindOther {
-				kind = armory.KindUnavailable
-			}
-			s.stage("channel", "block", why+": "+msg)
-			status := audit.StatusBlocked
-			if kind == armory.KindUnavailable || kind == armory.KindInternal || kind == armory.KindInvalid {
-				status = audit.StatusError
-			}
-			return refuse(status, kind, "%s", msg)
+			return gateRefusal(s, "channel", why, err)
 		}
 		if holder != "" {
 			why += ", held by " + holder

@@ -34,17 +34,29 @@ func (p *Pipeline) gate(ctx context.Context, s *state) *refusal {
 		if err == nil {
 			continue
 		}
-		msg := armory.Message(err)
-		kind := armory.KindOf(err)
-		if kind == armory.KindOther {
-			kind = armory.KindUnavailable
-		}
-		s.stage("gate", "block", msg)
-		status := audit.StatusBlocked
-		if kind != armory.KindBlocked && kind != armory.KindDenied && kind != armory.KindPermission {
-			status = audit.StatusError
-		}
-		return refuse(status, kind, "%s", msg)
+		return gateRefusal(s, "gate", "", err)
 	}
 	return nil
+}
+
+// gateRefusal records and returns a gate's refusal (Gate or ChannelGate)
+// in stage (decision "block", why then the gate's reason): the error's
+// message is the reason and its kind the outcome's (an error without a
+// kind is KindInternal: the call is refused all the same). The status
+// is error when the gate could not decide (KindUnavailable, KindInternal,
+// KindInvalid, KindTimeout), blocked when it refused.
+func gateRefusal(s *state, stage, why string, err error) *refusal {
+	msg := armory.Message(err)
+	kind := armory.KindOf(err) // never KindOther for an error
+	if why != "" {
+		s.stage(stage, "block", why+": "+msg)
+	} else {
+		s.stage(stage, "block", msg)
+	}
+	status := audit.StatusBlocked
+	switch kind {
+	case armory.KindUnavailable, armory.KindInternal, armory.KindInvalid, armory.KindTimeout:
+		status = audit.StatusError
+	}
+	return refuse(status, kind, "%s", msg)
 }

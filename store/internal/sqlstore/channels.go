@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -27,7 +28,7 @@ func scanChannel(row Row) (*store.Channel, error) {
 // ClaimChannel implements store.Channels: an insert that does nothing
 // when the conversation exists, then a read, in one transaction.
 func (c *Core) ClaimChannel(ctx context.Context, id, agent string) (*store.Channel, error) {
-	if err := checkAll(store.CheckText("channel", id, store.MaxName, true), store.CheckText("agent", agent, store.MaxName, true)); err != nil {
+	if err := cmp.Or(store.CheckText("channel", id, store.MaxName, true), store.CheckText("agent", agent, store.MaxName, true)); err != nil {
 		return nil, c.errf("claim channel", err)
 	}
 	var ch *store.Channel
@@ -42,15 +43,6 @@ func (c *Core) ClaimChannel(ctx context.Context, id, agent string) (*store.Chann
 		return err
 	})
 	return ch, err
-}
-
-func checkAll(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // GetChannel implements store.Channels.

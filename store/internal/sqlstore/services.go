@@ -80,9 +80,6 @@ func one[T any](ctx context.Context, c *Core, db Querier, what string, scan func
 // nowUS is the Store's clock in µs (at least 1: 0 means "no time").
 func (c *Core) nowUS() int64 { return max(c.c.Now().UnixMicro(), 1) }
 
-// invalid prefixes a validation error with the backend and op.
-func (c *Core) invalid(op string, err error) error { return c.errf(op, err) }
-
 // byPrefix reads a page of the rows of sel (a SELECT of a table keyed by
 // key) whose key starts with prefix, ordered by key, after the page's
 // cursor. The keys are those ≥ prefix and < prefix followed by the

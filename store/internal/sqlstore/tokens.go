@@ -59,7 +59,7 @@ func (c *Core) ListTokens(ctx context.Context) ([]*store.Token, error) {
 // where the backend locks rows) and changed in one transaction, so a second
 // revocation sees the first.
 func (c *Core) RevokeToken(ctx context.Context, id string) error {
-	now := max(c.c.Now().UnixMicro(), 1)
+	now := c.nowUS()
 	return c.tx(ctx, "revoke token", func(q Querier) error {
 		var revoked int64
 		if err := c.lockRow(ctx, q, "token "+id, `SELECT revoked_us FROM tokens WHERE id = ?`, id, &revoked); err != nil {
