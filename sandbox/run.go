@@ -211,7 +211,7 @@ type proc struct {
 // longer than a short timeout, which would otherwise read as a sandbox
 // that could not start (the command never ran) rather than a command that
 // ran out of time.
-const startBound = 10 * time.Second
+var startBound = 10 * time.Second // a var for TestStartBound
 
 // execute is the engine shared by every backend: pipes, start, handshake,
 // wait with timeout / cancel / process watchdog, tree kill, bounded drain.

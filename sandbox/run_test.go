@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,4 +196,34 @@ func TestTimeoutCountsFromTheCommandsStart(t *testing.T) {
 			t.Fatalf("outcome %+v", out)
 		}
 	})
+}
+
+// TestStartBound: a sandbox whose start never completes (its handshake
+// never answers) is given up at startBound, apart from the command's own
+// Timeout, and nothing of it is left running.
+func TestStartBound(t *testing.T) {
+	defer func(b time.Duration) { startBound = b }(startBound)
+	startBound = 100 * time.Millisecond
+	m := "armory-start-bound-" + testenv.Marker()
+	r, err := resolve(Confinement{Backend: BackendNone, Workspace: ws(t), Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, hw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hw.Close()
+	cmd := exec.Command("sleep", "60", m)
+	l := &launch{r: r, backend: BackendNone, cmd: cmd, own: []*os.File{hr}}
+	l.handshake = func(deadline time.Time) (int, bool, int, error) {
+		b, err := readAllDeadline(hr, deadline, 1) // nobody writes: waits for the deadline
+		return 0, false, -1, fmt.Errorf("no handshake (%q): %w", b, err)
+	}
+	// Returning at all is the bound: the command's Timeout is an hour.
+	_, err = execute(context.Background(), l, &progressSink{})
+	if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("execute = %v, want the start given up at its deadline", err)
+	}
+	checkClean(t, m)
 }
