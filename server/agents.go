@@ -83,16 +83,7 @@ func (s *Server) handleAgentStatus(stop bool) http.HandlerFunc {
 			f = s.agents.StopAgent
 		}
 		info, err := f(r.Context(), s.p, id, pipeline.ViaREST)
-		if err != nil && armory.KindOf(err) != armory.KindUnavailable {
-			s.writeError(w, r, err)
-			return
-		}
-		// KindUnavailable: done, but its audit entry is missing; say so.
-		body := map[string]any{"agent": summary(info)}
-		if err != nil {
-			body["warning"] = armory.Message(err)
-		}
-		writeJSON(w, http.StatusOK, body)
+		s.written(w, r, info.ID != "", map[string]any{"agent": summary(info)}, err)
 	}
 }
 
