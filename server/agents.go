@@ -26,8 +26,8 @@ type AgentControl interface {
 // human, via rest). An agent token acts as its agent: the same routes run
 // syscall.agent.list|stop|start through the pipeline as that agent's call,
 // so the world's access policy decides (an agent outside the admin group
-// gets 403), the call is audited, and a stopped agent is refused like on
-// every surface.
+// does not have the tool: 404, an unknown tool), the call is audited, and
+// a stopped agent is refused (403) like on every surface.
 
 func (s *Server) handleAgents(w http.ResponseWriter, r *http.Request) {
 	t := requestToken(r.Context())
@@ -82,33 +82,17 @@ func (s *Server) handleAgentStatus(stop bool) http.HandlerFunc {
 		if stop {
 			f = s.agents.StopAgent
 		}
-		info, err := f(r.Context(), s.p, id, "rest")
-		if err != nil && armory.KindOf(err) != armory.KindUnavailable {
-			s.writeError(w, r, err)
-			return
-		}
-		// KindUnavailable: done, but its audit entry is missing; say so.
-		body := map[string]any{"agent": summary(info)}
-		if err != nil {
-			body["warning"] = armory.Message(err)
-		}
-		writeJSON(w, http.StatusOK, body)
+		info, err := f(r.Context(), s.p, id, pipeline.ViaREST)
+		s.written(w, r, info.ID != "", map[string]any{"agent": summary(info)}, err)
 	}
 }
 
 // agentToolCall runs tool for the token's agent through the pipeline and
-// answers the tool's value (200), or the refusal as an error: 403 when
-// the agent does not have the tool (the access policy) or is stopped.
+// answers the tool's value (200), or the pipeline's refusal as an error
+// (the one kind-to-status mapping): the pipeline alone decides, and audits
+// the refusal. A tool the world does not give the agent is, as on every
+// surface, an unknown tool (404, the ghost world); a stopped agent is 403.
 func (s *Server) agentToolCall(w http.ResponseWriter, r *http.Request, agent, tool string, args json.RawMessage) {
-	ag, err := s.h.Agent(agent)
-	if err != nil {
-		s.writeError(w, r, errWrongAgent)
-		return
-	}
-	if !ag.Registry.Has(tool) {
-		s.writeError(w, r, armory.E("", armory.KindPermission, "agent "+agent+" may not do this: "+tool+" is not among its tools (the world's tool_privileges decide)"))
-		return
-	}
 	o := s.p.Execute(r.Context(), pipeline.Call{Agent: agent, Tool: tool, Args: args})
 	if o.Status != audit.StatusSuccess {
 		kind := o.Kind

@@ -43,9 +43,14 @@ func TestAgentsStopOverMCPAndREST(t *testing.T) {
 		t.Fatalf("think: %s", txt)
 	}
 
-	// The worker is outside the admin group: 403 from the REST route.
-	if code, body, _ := e.do("POST", "/api/agents/boss/stop", workerTok, ""); code != http.StatusForbidden || !strings.Contains(body, "not among its tools") {
+	// The worker is outside the admin group: the pipeline refuses the tool
+	// it does not have (the ghost world: an unknown tool, 404) and audits
+	// the refusal, as on every surface.
+	if code, body, _ := e.do("POST", "/api/agents/boss/stop", workerTok, ""); code != http.StatusNotFound || !strings.Contains(body, "Unknown tool: syscall.agent.stop") {
 		t.Fatalf("worker stops boss: %d %s", code, body)
+	}
+	if recs, err := e.st.ListAudit(context.Background(), store.AuditFilter{Tool: "syscall.agent.stop", Agent: "worker", Limit: 5}); err != nil || len(recs) != 1 || recs[0].Status != "error" {
+		t.Fatalf("the worker's refused stop in the trail: %v %+v", err, recs)
 	}
 	// The boss may: its call goes through the pipeline.
 	if code, body, _ := e.do("POST", "/api/agents/worker/stop", bossTok, ""); code != http.StatusOK || !strings.Contains(body, `"status":"stopped"`) {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/pipeline"
@@ -68,15 +67,10 @@ func (s *Server) handleChannelMessages(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	q := r.URL.Query()
-	p := store.Page{Cursor: q.Get("cursor")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxPage || strconv.Itoa(n) != v {
-			s.writeError(w, r, badParam("limit", "must be a whole number 1..%d, got %s", store.MaxPage, quote(v)))
-			return
-		}
-		p.Limit = n
+	p, err := pageParams(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	ch, err := s.channels.Channel(r.Context(), id)
 	tok := requestToken(r.Context())

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/services"
+	"github.com/armory-dev/armory/store"
 )
 
 // channelsWorld is the communicator group (the channel family and
@@ -191,6 +193,15 @@ func TestChannelCallsOverMCPAndREST(t *testing.T) {
 	}
 	if status, _, _ := e.do("GET", path+"?limit=1", e.admin, "", server.ChannelHeader, conv); status != http.StatusOK {
 		t.Errorf("admin reads: %d", status)
+	}
+	maxPage := strconv.Itoa(store.MaxPage)
+	for _, bad := range []string{"0", strconv.Itoa(store.MaxPage + 1), "x", "01"} {
+		if status, body, _ := e.do("GET", path+"?limit="+bad, e.admin, "", server.ChannelHeader, conv); status != http.StatusBadRequest || !strings.Contains(body, "1.."+maxPage) {
+			t.Errorf("limit=%s: %d %s", bad, status, body)
+		}
+	}
+	if status, body, _ := e.do("GET", path+"?limit="+maxPage, e.admin, "", server.ChannelHeader, conv); status != http.StatusOK {
+		t.Errorf("limit=1000 (store.MaxPage): %d %s", status, body)
 	}
 	status, body, _ = e.do("GET", path+"?limit=1", aliceTok, "", server.ChannelHeader, conv)
 	var first server.ChannelPage

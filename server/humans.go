@@ -65,9 +65,9 @@ func page[T any](items []T, next string) ListPage[T] {
 //     human API; every change is audited as the human's (via rest).
 //   - An agent token acts as its agent: the route runs the matching
 //     syscall tool through the pipeline as that agent's call (the world's
-//     access policy decides, 403 when the tool is not among its tools; the
-//     call is audited as the agent's; a stopped agent is refused), and the
-//     body is the tool's value. A route without a matching tool (posting
+//     access policy decides: a tool it does not have is an unknown tool,
+//     404; the call, refused or not, is audited as the agent's; a stopped
+//     agent is refused, 403), and the body is the tool's value. A route without a matching tool (posting
 //     to an inbox as a person, a chat's members, deleting a timer by ID) is
 //     403 for an agent token.
 //

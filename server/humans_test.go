@@ -131,7 +131,7 @@ func TestHumansTasksREST(t *testing.T) {
 		t.Fatalf("task.create args: %s", args)
 	}
 	// An agent outside the manager group may not create; lead may.
-	e.expect("POST", "/api/tasks", workerTok, `{"title":"mine"}`, http.StatusForbidden, "not among its tools")
+	e.expect("POST", "/api/tasks", workerTok, `{"title":"mine"}`, http.StatusNotFound, "Unknown tool: syscall.task.create")
 	e.expect("POST", "/api/tasks", leadTok, `{"title":"review","assignee":"worker"}`, http.StatusOK, `"creator":"lead"`)
 
 	var p itemsPage
@@ -180,8 +180,8 @@ func TestHumansKnowledgeAndStateREST(t *testing.T) {
 	e.expect("GET", "/api/knowledge/howto/nothing", e.admin, "", http.StatusNotFound)
 	e.expect("GET", "/api/knowledge?prefix=howto/", e.admin, "", http.StatusOK, `"key":"howto/deploy"`, `"items":[`)
 	e.expect("GET", "/api/knowledge/howto/deploy", workerTok, "", http.StatusOK, `"body":"make ship"`)
-	e.expect("PUT", "/api/knowledge/howto/deploy", workerTok, `{"body":"mine"}`, http.StatusForbidden, "not among its tools")
-	e.expect("DELETE", "/api/knowledge/howto/deploy", workerTok, "", http.StatusForbidden)
+	e.expect("PUT", "/api/knowledge/howto/deploy", workerTok, `{"body":"mine"}`, http.StatusNotFound, "Unknown tool: syscall.knowledge.write")
+	e.expect("DELETE", "/api/knowledge/howto/deploy", workerTok, "", http.StatusNotFound, "Unknown tool: syscall.knowledge.delete")
 	e.expect("DELETE", "/api/knowledge/howto/deploy?expect_version=9", e.admin, "", http.StatusConflict)
 	e.expect("DELETE", "/api/knowledge/howto/deploy?expect_version=x", e.admin, "", http.StatusBadRequest, "expect_version")
 	e.expect("DELETE", "/api/knowledge/howto/deploy?expect_version=1", e.admin, "", http.StatusOK, `"deleted":"howto/deploy"`)

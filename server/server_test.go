@@ -342,7 +342,8 @@ func TestAuth(t *testing.T) {
 		{"other agent, tools", "GET", "/api/agents/architect/tools", rev, "", 403, "permission"},
 		{"other agent, calls", "POST", "/api/agents/architect/calls", rev, `{"tool":"workspace.read"}`, 403, "permission"},
 		{"agent token, admin API", "GET", "/api/approvals", rev, "", 403, "permission"},
-		{"agent token, agents list", "GET", "/api/agents", rev, "", 403, "permission"},
+		// The pipeline decides: syscall.agent.list is not among its tools (an unknown tool).
+		{"agent token, agents list", "GET", "/api/agents", rev, "", 404, "not_found"},
 		{"agent token, audit", "GET", "/api/audit", rev, "", 403, "permission"},
 		{"agent token, another agent's events", "GET", "/api/events?agent=architect", rev, "", 403, "permission"},
 		{"admin, missing agent's events", "GET", "/api/events?agent=ghost", e.admin, "", 404, "not_found"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/services"
 )
 
@@ -57,18 +58,11 @@ func (a *app) agentStatusCmd(stop bool) *cobra.Command {
 		if stop {
 			f = m.StopAgent
 		}
-		info, err := f(ctx, e.Pipeline(), args[0], "cli")
-		if err != nil && armory.KindOf(err) != armory.KindUnavailable {
+		info, err := f(ctx, e.Pipeline(), args[0], pipeline.ViaCLI)
+		if err := a.done(info.ID != "", err); err != nil {
 			return err
 		}
-		if err != nil { // done, but the audit entry is missing
-			fmt.Fprintf(a.stderr, "armory: warning: %s\n", armory.Message(err))
-		}
-		if asJSON {
-			return a.printJSON(info)
-		}
-		fmt.Fprintf(a.stdout, "agent %s: %s\n", info.ID, info.Status)
-		return nil
+		return a.show(asJSON, info, func() { fmt.Fprintf(a.stdout, "agent %s: %s\n", info.ID, info.Status) })
 	})
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c

@@ -13,6 +13,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/pipeline"
+	"github.com/armory-dev/armory/server"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 )
@@ -52,10 +53,7 @@ func printPage[T any](a *app, f *pageFlags, rows []T, next, header string, line 
 		if rows == nil {
 			rows = []T{}
 		}
-		return a.printJSON(struct {
-			Items      []T    `json:"items"`
-			NextCursor string `json:"next_cursor,omitempty"`
-		}{rows, next})
+		return a.printJSON(server.ListPage[T]{Items: rows, NextCursor: next})
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(a.stdout, "none")

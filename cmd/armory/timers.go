@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/engine"
+	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 )
@@ -19,15 +19,11 @@ import (
 func (a *app) timersCmd() *cobra.Command {
 	var agent string
 	var asJSON bool
-	list := a.engineCmd(&cobra.Command{
+	list := a.humanCmd(&cobra.Command{
 		Use:   "list",
 		Short: "The agents' timers, crons and watches, oldest first",
 		Args:  exactArgs(),
-	}, engine.Trail, func(ctx context.Context, e *engine.Engine, _ []string) error {
-		m, err := a.servicesModule()
-		if err != nil {
-			return err
-		}
+	}, engine.Trail, func(ctx context.Context, m *services.Module, _ *pipeline.Pipeline, _ []string) error {
 		var out []services.TimerView
 		cur := ""
 		for {
@@ -56,38 +52,17 @@ func (a *app) timersCmd() *cobra.Command {
 	list.Flags().StringVar(&agent, "agent", "", "only this agent's timers")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	var delJSON bool
-	del := a.engineCmd(&cobra.Command{
+	del := a.humanCmd(&cobra.Command{
 		Use:   "delete ID",
 		Short: "Delete a timer, cron or watch (audited as yours)",
 		Args:  exactArgs("ID"),
-	}, 0, func(ctx context.Context, e *engine.Engine, args []string) error {
-		m, err := a.servicesModule()
-		if err != nil {
+	}, 0, func(ctx context.Context, m *services.Module, p *pipeline.Pipeline, args []string) error {
+		v, err := m.DeleteTimer(ctx, p, args[0])
+		if err := a.done(v.ID != "", err); err != nil {
 			return err
 		}
-		v, err := m.DeleteTimer(ctx, e.Pipeline(), args[0])
-		if err != nil && v.ID == "" {
-			return err
-		}
-		if delJSON {
-			if perr := a.printJSON(v); perr != nil {
-				return perr
-			}
-		} else {
-			fmt.Fprintf(a.stdout, "deleted %s %q of %s\n", v.Kind, v.Name, v.Owner)
-		}
-		return err // the deletion stands; an error here says its audit entry is missing
+		return a.show(delJSON, v, func() { fmt.Fprintf(a.stdout, "deleted %s %q of %s\n", v.Kind, v.Name, v.Owner) })
 	})
 	del.Flags().BoolVar(&delJSON, "json", false, "print the deleted timer as JSON")
 	return group("timers", "List and delete the agents' timers, crons and watches (util.timer, util.cron, util.watch)", list, del)
-}
-
-// servicesModule is the services module among the app's modules.
-func (a *app) servicesModule() (*services.Module, error) {
-	for _, m := range a.modules {
-		if s, ok := m.(*services.Module); ok {
-			return s, nil
-		}
-	}
-	return nil, armory.E("timers", armory.KindUnavailable, "the services module is not part of this build")
 }
