@@ -44,9 +44,9 @@ type ACLDecision struct {
 // Everyone is the principal of an access list that grants every agent.
 const Everyone = "*"
 
-// CheckPrincipal returns an error unless p is "*", "agent:<id>" or
+// checkPrincipal returns an error unless p is "*", "agent:<id>" or
 // "group:<name>" with a non-empty name without spaces.
-func CheckPrincipal(p string) error {
+func checkPrincipal(p string) error {
 	if p == Everyone {
 		return nil
 	}

@@ -224,31 +224,6 @@ func (m *Module) info(h *roster.Roster, ag *roster.Agent, r *store.Agent, now ti
 	return i
 }
 
-// agentInfo describes agent id as stored now. Errors: KindNotFound for an
-// agent the roster does not host; the store's.
-func (m *Module) agentInfo(ctx context.Context, id string) (AgentInfo, error) {
-	h, err := m.hosted()
-	if err != nil {
-		return AgentInfo{}, err
-	}
-	ag, err := h.Agent(id)
-	if err != nil {
-		return AgentInfo{}, err
-	}
-	st, err := m.store(ctx)
-	if err != nil {
-		return AgentInfo{}, err
-	}
-	r, err := st.GetAgent(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		r, err = nil, nil
-	}
-	if err != nil {
-		return AgentInfo{}, store.Err("agents", err)
-	}
-	return m.info(h, ag, r, time.Now()), nil
-}
-
 // setStatus stores agent id's status (a world agent's first change creates
 // its status row), drops the gate's snapshot and publishes an "agent"
 // event. changed is false when the agent had that status already (nothing

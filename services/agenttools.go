@@ -45,7 +45,7 @@ func (m *Module) granted(c call) *armory.Result {
 	return nil
 }
 
-// agentArg is the {agent} argument of inspect, stop and start.
+// agentArg is the {agent} argument of stop and start.
 type agentArg struct {
 	Agent string `json:"agent"`
 }
@@ -106,11 +106,11 @@ func (m *Module) agentInspectTool() *tool {
 			if _, err := h.Agent(a.Agent); err != nil {
 				return armory.FailErr(err)
 			}
-			st, err := m.store(ctx)
-			if err != nil {
-				return armory.FailErr(err)
-			}
 			if a.Key != "" {
+				st, err := m.store(ctx)
+				if err != nil {
+					return armory.FailErr(err)
+				}
 				e, err := st.ReadMemory(ctx, a.Agent, a.Key)
 				if errors.Is(err, store.ErrNotFound) {
 					return c.fail(armory.KindNotFound, "agent %s has no memory key %q; call without \"key\" to list its keys", a.Agent, a.Key)
@@ -120,9 +120,9 @@ func (m *Module) agentInspectTool() *tool {
 				}
 				return jsonResult(e)
 			}
-			entries, next, err := st.ListMemory(ctx, a.Agent, store.Page{Limit: 100, Cursor: a.Cursor})
+			entries, next, err := m.ReadAgentMemory(ctx, a.Agent, store.Page{Limit: 100, Cursor: a.Cursor})
 			if err != nil {
-				return armory.FailErr(store.Err(c.op, err))
+				return armory.FailErr(err)
 			}
 			for i, e := range entries {
 				cp := *e

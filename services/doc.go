@@ -1,7 +1,9 @@
-// Package services will hold the world's shared services on the store:
-// messages (ask, broadcast), chat channels (gated ones too), tasks,
-// knowledge, memory, agent state and timers (util.watch, util.timer,
-// util.cron), each a small file set with its own methods and tables.
+// Package services holds the world's shared services on the store:
+// messages (ask, broadcast), chats (gated ones too), the conversations of
+// external channels (channel.*), tasks, knowledge, memory, the world's
+// shared state, the agents' control tools (syscall.agent.*, reflect) and
+// timers (util.watch, util.timer, util.cron), each a small file set with
+// its own methods and tables.
 //
 // It plugs into the engine as an engine.Module: Provision contributes the
 // services' syscall tools (syscall.task.create, channel.send, …) to the

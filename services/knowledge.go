@@ -75,7 +75,7 @@ func checkACL(op, which string, list []string) error {
 		return armory.E(op, armory.KindInvalid, fmt.Sprintf("the %s list has %d entries; the limit is %d", which, len(list), store.MaxBatch))
 	}
 	for _, p := range list {
-		if err := CheckPrincipal(p); err != nil {
+		if err := checkPrincipal(p); err != nil {
 			return armory.E(op, armory.KindInvalid, err.Error())
 		}
 	}

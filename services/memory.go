@@ -241,7 +241,7 @@ func roundScore(s float64) float64 { return float64(int64(s*1000+0.5)) / 1000 }
 
 // ReadAgentMemory returns a page of agent's memory entries, ordered by key,
 // and the next page's cursor: the read-only view of another agent's memory
-// that syscall.agent.inspect (and the surfaces) show. It changes nothing.
+// that syscall.agent.inspect lists. It changes nothing.
 // Errors: KindInvalid (a bad cursor), KindUnavailable.
 func (m *Module) ReadAgentMemory(ctx context.Context, agent string, p store.Page) ([]*store.MemoryEntry, string, error) {
 	st, err := m.store(ctx)

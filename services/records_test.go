@@ -54,12 +54,12 @@ func TestDecideKnowledge(t *testing.T) {
 
 func TestCheckPrincipal(t *testing.T) {
 	for _, ok := range []string{"*", "agent:a", "group:manager"} {
-		if err := CheckPrincipal(ok); err != nil {
+		if err := checkPrincipal(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
 	for _, bad := range []string{"", "a", "agent:", "team:x", "group:a b", "**"} {
-		if err := CheckPrincipal(bad); err == nil {
+		if err := checkPrincipal(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -123,21 +123,26 @@ type actionArgs struct {
 	Task    *taskAction `json:"task"`
 }
 
-// action validates a and returns the action to store.
+// action validates a and returns the action to store. Errors: KindTooLarge
+// (a text past its bound), KindInvalid.
 func (a actionArgs) action() (timerAction, error) {
+	const op = "timers"
 	if len(a.Message) > MaxTimerMessage {
-		return timerAction{}, fmt.Errorf("message is %d bytes; the limit is %d", len(a.Message), MaxTimerMessage)
+		return timerAction{}, armory.E(op, armory.KindTooLarge, fmt.Sprintf("message is %d bytes; the limit is %d", len(a.Message), MaxTimerMessage))
 	}
 	if a.Task != nil {
 		a.Task.Title = strings.TrimSpace(a.Task.Title)
 		if a.Task.Title == "" {
-			return timerAction{}, errors.New("task.title is empty; a task needs a title")
+			return timerAction{}, armory.E(op, armory.KindInvalid, "task.title is empty; a task needs a title")
+		}
+		if len(a.Task.Title) > store.MaxSubject {
+			return timerAction{}, armory.E(op, armory.KindTooLarge, fmt.Sprintf("task.title is %d bytes; the limit is %d", len(a.Task.Title), store.MaxSubject))
 		}
 		if err := store.CheckText("task.title", a.Task.Title, store.MaxSubject, true); err != nil {
-			return timerAction{}, errors.New(strings.TrimPrefix(err.Error(), "store: invalid argument: "))
+			return timerAction{}, armory.E(op, armory.KindInvalid, strings.TrimPrefix(err.Error(), "store: invalid argument: "))
 		}
 		if len(a.Task.Description) > MaxTimerMessage {
-			return timerAction{}, fmt.Errorf("task.description is %d bytes; the limit is %d", len(a.Task.Description), MaxTimerMessage)
+			return timerAction{}, armory.E(op, armory.KindTooLarge, fmt.Sprintf("task.description is %d bytes; the limit is %d", len(a.Task.Description), MaxTimerMessage))
 		}
 	}
 	return timerAction{Message: a.Message, Task: a.Task}, nil
@@ -204,7 +209,7 @@ func (m *Module) timerTool() *tool {
 			}
 			act, err := a.action()
 			if err != nil {
-				return c.fail(armory.KindInvalid, "%v", err)
+				return armory.FailErr(err)
 			}
 			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerOnce, when.Format(time.RFC3339Nano), when, act))
 		},
@@ -270,7 +275,7 @@ func (m *Module) cronTool() *tool {
 			}
 			act, err := a.action()
 			if err != nil {
-				return c.fail(armory.KindInvalid, "%v", err)
+				return armory.FailErr(err)
 			}
 			spec := strings.TrimSpace(a.Schedule)
 			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerCron, spec, nextCron(spec, m.now()), act))
@@ -300,7 +305,7 @@ func (m *Module) updateCron(ctx context.Context, c call, name, spec string, a ac
 	if a.Message != "" || a.Task != nil {
 		act, err := a.action()
 		if err != nil {
-			return c.fail(armory.KindInvalid, "%v", err)
+			return armory.FailErr(err)
 		}
 		if t.Action, err = json.Marshal(act); err != nil {
 			return armory.FailErr(err)
@@ -364,7 +369,7 @@ func (m *Module) watchTool() *tool {
 			}
 			act, err := actionArgs{Message: a.Message}.action()
 			if err != nil {
-				return c.fail(armory.KindInvalid, "%v", err)
+				return armory.FailErr(err)
 			}
 			act.Debounce = deb.String()
 			return timerResult(m.createTimer(ctx, c.agent, a.Name, store.TimerWatch, rel, time.Time{}, act)) // createTimer pokes the scheduler: it arms the watch

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/audit"
 	"github.com/armory-dev/armory/engine"
 	"github.com/armory-dev/armory/internal/testenv"
@@ -493,5 +495,69 @@ func TestHumanListDelete(t *testing.T) {
 	left, _, _ := m.ListTimers(ctx, "", store.Page{})
 	if len(left) != 1 || left[0].Name != "a" {
 		t.Fatalf("left: %+v", left)
+	}
+}
+
+// Every bound of the timers holds at its edge, with a kind and a message
+// that names it, and a refused call writes nothing: the delay of a
+// one-shot, the sizes of an action, a watch's debounce, the watches of an
+// agent, and the watches one process arms (the oldest first).
+func TestTimerLimits(t *testing.T) {
+	world := testenv.ExampleWorld(t)
+	db := filepath.Join(t.TempDir(), "armory.db")
+	o := newClock(t0).opts("x")
+	o.MaxWatches, o.MaxWatchesTotal = 3, 2
+	e, m := open(t, world, db, o)
+	kind := func(want armory.Kind, tool string, args map[string]any, says string) {
+		t.Helper()
+		out := exec(t, e, "architect", tool, args)
+		if out.Status == audit.StatusSuccess || out.Kind != want || !strings.Contains(out.Result, says) {
+			t.Fatalf("%s %v: %s (%v), want a %v failure saying %q: %s", tool, args, out.Status, out.Kind, want, says, out.Result)
+		}
+	}
+	big := strings.Repeat("m", MaxTimerMessage+1)
+	kind(armory.KindInvalid, "util.timer", map[string]any{"name": "t", "after": "999ms"}, "must be between")
+	kind(armory.KindInvalid, "util.timer", map[string]any{"name": "t", "after": (MaxTimerDelay + time.Second).String()}, "must be between")
+	kind(armory.KindTooLarge, "util.timer", map[string]any{"name": "t", "after": "1m", "message": big}, "the limit is 8192")
+	kind(armory.KindTooLarge, "util.timer", map[string]any{"name": "t", "after": "1m", "task": map[string]any{"title": "x", "description": big}}, "task.description")
+	kind(armory.KindTooLarge, "util.timer", map[string]any{"name": "t", "after": "1m", "task": map[string]any{"title": strings.Repeat("x", store.MaxSubject+1)}}, "task.title")
+	kind(armory.KindTooLarge, "util.cron", map[string]any{"action": "create", "name": "c", "schedule": "@hourly", "message": big}, "the limit is 8192")
+	kind(armory.KindInvalid, "util.timer", map[string]any{"name": strings.Repeat("n", 129), "after": "1m"}, "1 to 128")
+	ok(t, e, "architect", "util.timer", map[string]any{"name": "edge", "after": MaxTimerDelay.String(), "message": big[1:]})
+
+	ws := e.World().Workspace("architect")
+	for _, d := range []string{"a", "b", "c", "d"} {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kind(armory.KindInvalid, "util.watch", map[string]any{"path": "a", "debounce": "99ms"}, "out of bounds")
+	kind(armory.KindInvalid, "util.watch", map[string]any{"path": "a", "debounce": "1h0m1s"}, "out of bounds")
+	kind(armory.KindInvalid, "util.watch", map[string]any{"path": "a", "debounce": "soon"}, "not a duration")
+	kind(armory.KindTooLarge, "util.watch", map[string]any{"path": "a", "message": big}, "the limit is 8192")
+	ok(t, e, "architect", "util.watch", map[string]any{"path": "a", "debounce": MinDebounce.String()})
+	ok(t, e, "architect", "util.watch", map[string]any{"path": "b", "debounce": MaxDebounce.String()})
+	ok(t, e, "architect", "util.watch", map[string]any{"path": "c"})
+	kind(armory.KindBlocked, "util.watch", map[string]any{"path": "d"}, "you have 3 watches, the most allowed")
+	all, _, err := e.Store().ListTimers(context.Background(), "", store.Page{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 4 {
+		t.Fatalf("refused calls wrote timers: %d stored", len(all))
+	}
+
+	// One process arms at most MaxWatchesTotal watches: the oldest.
+	s := &scheduler{m: m, rt: engine.Runtime{Env: engine.Env{World: e.World()}}, st: e.Store(), armed: map[string]*armed{}, dirs: map[string]int{},
+		pending: map[string]*pendingFire{}, failed: map[string]int64{}}
+	defer s.stop()
+	s.syncWatches(context.Background())
+	var armedPaths []string
+	for _, a := range s.armed {
+		armedPaths = append(armedPaths, a.t.Spec)
+	}
+	slices.Sort(armedPaths)
+	if !slices.Equal(armedPaths, []string{"a", "b"}) {
+		t.Fatalf("armed watches: %v, want the two oldest (a, b)", armedPaths)
 	}
 }

@@ -30,19 +30,18 @@ func (t *tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	if inv.Agent == nil || inv.Agent.ID == "" {
 		return armory.Failf(armory.KindInvalid, "%s acts on behalf of the calling agent, and this call names none", t.spec.Name)
 	}
-	return t.run(ctx, call{op: t.spec.Name, agent: inv.Agent.ID, args: inv.Args, inv: inv})
+	return t.run(ctx, call{op: t.spec.Name, agent: inv.Agent.ID, inv: inv})
 }
 
 // call is one call of a service tool.
 type call struct {
 	op    string
-	agent string // the caller, from the pipeline
-	args  json.RawMessage
+	agent string // the caller, from the pipeline: inv.Agent.ID
 	inv   armory.Invocation
 }
 
 // decode decodes the call's arguments strictly into v.
-func (c call) decode(v any) error { return args.Decode(c.op, c.args, v) }
+func (c call) decode(v any) error { return args.Decode(c.op, c.inv.Args, v) }
 
 // fail is a failed result of kind k, written for the model.
 func (c call) fail(k armory.Kind, format string, a ...any) armory.Result {

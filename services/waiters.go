@@ -130,13 +130,6 @@ func (ws *waiters) close() {
 	}
 }
 
-// waiting reports how many asks wait.
-func (ws *waiters) waiting() int {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return ws.n
-}
-
 // onEvent wakes the waiters of the agent a "message" event names. It
 // does not block: a waiter already woken keeps its one pending wake-up.
 func (ws *waiters) onEvent(ev pipeline.Event) {
