@@ -191,6 +191,30 @@ func (ev *events) watch(wake chan<- struct{}) *walWatch {
 	return ww
 }
 
+// arm starts the watch (nil when it cannot) and, when it watches, asks for
+// one poll at once: what was written before the watch existed raised no
+// change it could see (the WAL may not even have existed yet).
+func (ev *events) arm(wake chan struct{}) *walWatch {
+	ww := ev.watch(wake)
+	if ww.ok() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	return ww
+}
+
+// unwatched bounds the poller's next interval d by listenerBeat while no
+// watch runs, so that setting it up again is tried at the next beat even
+// when the poll is slower than a beat.
+func (ev *events) unwatched(d time.Duration, ww *walWatch) time.Duration {
+	if ev.noWatch || ww.ok() {
+		return d
+	}
+	return min(d, listenerBeat)
+}
+
 // close ends the watch and waits for its goroutine; nil-safe.
 func (ww *walWatch) close() {
 	if ww == nil {
@@ -391,10 +415,10 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 	defer ev.wg.Done()
 	defer ev.beat(db, lid, false)
 	wake := make(chan struct{}, 1)
-	ww := ev.watch(wake)
+	ww := ev.arm(wake)
 	defer func() { ww.close() }()
 	pace := pollPace{slow: ev.slow}
-	d := pace.next(false)
+	d := ev.unwatched(pace.next(false), ww)
 	ev.interval.Store(int64(d))
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -416,7 +440,7 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 				}
 			}
 		}
-		d := pace.next(woken)
+		d := ev.unwatched(pace.next(woken), ww)
 		ev.interval.Store(int64(d))
 		t.Reset(d)
 		if ev.subs.Idle() { // the next subscription starts a new poller
@@ -427,7 +451,7 @@ func (ev *events) pollLoop(db *sql.DB, lid string, last int64) {
 			beaten = now
 			if !ww.ok() { // set up, or lost since: try again
 				ww.close()
-				ww = ev.watch(wake)
+				ww = ev.arm(wake)
 			}
 		}
 		polled = time.Now()

@@ -135,6 +135,13 @@ func TestEventsFutureListenerIgnored(t *testing.T) {
 // instead of replaying every recent event into its new stream.
 func TestEventsSubscriberStartsAtTheEndAfterAFailedRead(t *testing.T) {
 	path, a, db := withEventsFile(t)
+	// a's subscription (which made the file) is over once its poller has
+	// taken its listener row away: until then a Store still publishes,
+	// and "nobody listens" below would not hold.
+	eventually(t, "a's listener gone", func() bool {
+		var n int
+		return db.QueryRow(`SELECT COUNT(*) FROM listeners`).Scan(&n) == nil && n == 0
+	})
 	now := time.Now().UnixNano()
 	for i := range 100 {
 		if _, err := db.Exec(`INSERT INTO events (at, payload) VALUES (?, ?)`, now, []byte(fmt.Sprint("old", i))); err != nil {
