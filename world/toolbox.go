@@ -123,6 +123,9 @@ type ToolboxTool struct {
 	MaxOutput  int
 	// Env lists names of environment variables passed through to the tool.
 	Env []string
+	// Wasm is set for a tool that runs a WebAssembly module (wasm:)
+	// instead of a binary; nil otherwise.
+	Wasm *WasmTool
 }
 
 // FullName is "<toolbox>.<tool>".
