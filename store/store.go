@@ -2,9 +2,9 @@
 // the audit trail (hash-chained, group-committed), the approval queue, and
 // per-session counters for safety caps; and the persistence of the world's
 // services (agents, inboxes, chats, tasks, knowledge, memory, state, timers
-// and leases: services.go, messages.go, timers.go, leases.go). Backends live in sub-packages
-// (sqlite, the embedded default; postgres) and all pass one conformance
-// suite (storetest).
+// and leases: services.go, messages.go, timers.go, leases.go) and of skill
+// state (skills.go). Backends live in sub-packages (sqlite, the embedded
+// default; postgres) and all pass one conformance suite (storetest).
 //
 // Every Store is safe for concurrent use by many goroutines, and several
 // Stores (in one process or in several) may share one database: the audit
@@ -65,6 +65,8 @@ type Store interface {
 	State
 	Timers
 	Leases
+	// Which agent holds which skill pack (skills.go).
+	Skills
 	// Close waits for queued audit appends to commit, then releases the
 	// database. Later calls return ErrClosed. Close is idempotent.
 	Close() error

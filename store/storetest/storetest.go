@@ -115,6 +115,13 @@ func Run(t *testing.T, open Opener) {
 			{"Lifecycle", testLeases},
 			{"TakeoverAfterExpiry", testLeaseTakeover},
 		}},
+		{"Skills", []check{
+			{"AcquireActivateDrop", testSkills},
+			{"ListPages", testSkillsList},
+			{"HoldBound", testSkillsBound},
+			{"Forget", testForgetSkill},
+			{"ConcurrentTwoStores", testSkillsConcurrent},
+		}},
 	}
 	for _, r := range roles {
 		t.Run(r.role, func(t *testing.T) {

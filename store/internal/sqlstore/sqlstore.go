@@ -43,17 +43,19 @@ type Querier interface {
 }
 
 // HotReads and HotWrites are the statements worth keeping prepared (the
-// syscall.ask round trip's, an authenticated request's token lookup): a
-// fixed set, so that a backend whose driver prepares every statement afresh
-// (SQLite through database/sql) can prepare these once, on its readers and
-// its writer, and run a statement of the set through its prepared form
-// (sql.Tx.StmtContext inside a transaction), closing them on Close. pgx
-// (Postgres) caches the statements it prepares on each connection already.
-func HotReads() []string { return []string{LookupTokenQuery, getMessageQuery} }
+// syscall.ask round trip's, an authenticated request's token lookup, an
+// agent's skill changes and the read of its skills): a fixed set, so that
+// a backend whose driver prepares every statement afresh (SQLite through
+// database/sql) can prepare these once, on its readers and its writer, and
+// run a statement of the set through its prepared form (sql.Tx.StmtContext
+// inside a transaction), closing them on Close. pgx (Postgres) caches the
+// statements it prepares on each connection already.
+func HotReads() []string { return []string{LookupTokenQuery, getMessageQuery, agentSkillsQuery} }
 
 // HotWrites: see HotReads.
 func HotWrites() []string {
-	return []string{sendMessageQuery, takeReplyQuery, sendReplyQuery, ackAnsweredQuery}
+	return []string{sendMessageQuery, takeReplyQuery, sendReplyQuery, ackAnsweredQuery,
+		skillRowQuery, countSkillsQuery, upsertSkillQuery, deleteSkillQuery}
 }
 
 // Config is what a backend tells the Core.
