@@ -161,6 +161,11 @@ type Manifest struct {
 	// lookup refuses a call of it that names no conversation, and a
 	// listing for a caller without one omits it (registry.Caller).
 	NeedsChannel bool `json:"needs_channel,omitempty"`
+	// MinPermission is the lowest level any rule, profile or override may
+	// give the tool: a world that sets it lower gets it raised, with the
+	// reason (syscall.skill.install is never below confirm: installing a
+	// skill always needs an approval). Zero (auto) sets no floor.
+	MinPermission Permission `json:"min_permission,omitempty"`
 }
 
 // Has reports whether the manifest lists capability c.

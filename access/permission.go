@@ -155,6 +155,10 @@ func EffectiveLevel(in LevelInput) (armory.Permission, []string) {
 		lvl = in.Manifest.Permission
 		reasons = append(reasons, fmt.Sprintf("%s by the tool's manifest default", lvl))
 	}
+	if f := in.Manifest.MinPermission; lvl < f {
+		lvl = f
+		reasons = append(reasons, fmt.Sprintf("raised to %s: the tool's manifest allows no lower level", f))
+	}
 	if in.Terminal == TerminalDangerous && lvl < armory.PermConfirm {
 		lvl = armory.PermConfirm
 		reasons = append(reasons, "raised to confirm: the command is not known to be safe")

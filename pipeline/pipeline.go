@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -73,8 +74,9 @@ type Pipeline struct {
 	st   Store
 	opts Options
 
-	schemas sync.Map // tool name → *compiledSchema
-	unnamed sync.Map // agent → defaultGen (sessions.go)
+	schemas  sync.Map     // tool value → *compiledSchema (stages.go schema)
+	nSchemas atomic.Int64 // entries added to schemas since it was last emptied
+	unnamed  sync.Map     // agent → defaultGen (sessions.go)
 	// pipeTools implement the roster's pipeline tools (roster.PipelineTool),
 	// by name.
 	pipeTools map[string]armory.Tool
@@ -439,6 +441,9 @@ func (p *Pipeline) run(ctx context.Context, s *state, decidedBy string) Outcome 
 // (as an upstream MCP tool's), so even declared effect-free they are
 // admitted before they run, and a refused call runs nothing.
 func (p *Pipeline) shipped(s *state) bool {
+	if s.ag.Registry.RunTime(s.c.Tool) {
+		return false
+	}
 	switch p.h.Source(s.ag, s.c.Tool) {
 	case roster.SourceBuiltin, roster.SourcePipeline:
 		return true

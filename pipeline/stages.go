@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"reflect"
 	"strings"
 	"time"
 	"unicode"
@@ -185,10 +186,19 @@ func (p *Pipeline) validate(ctx context.Context, s *state) *refusal {
 	return nil
 }
 
+// schema returns t's compiled input schema. The cache is keyed by the
+// tool value itself, not its name: two agents may hold different tools of
+// one name (skills of one name in two archetypes), and a tool dropped and
+// registered again at run time may have a new schema. A tool of a
+// non-comparable type is compiled on every call; the cache is bounded
+// (maxSchemas: past it, it is emptied and filled again).
 func (p *Pipeline) schema(t armory.Tool) *compiledSchema {
-	name := t.Spec().Name
-	if v, ok := p.schemas.Load(name); ok {
-		return v.(*compiledSchema)
+	key, cacheable := any(nil), reflect.TypeOf(t).Comparable()
+	if cacheable {
+		key = t
+		if v, ok := p.schemas.Load(key); ok {
+			return v.(*compiledSchema)
+		}
 	}
 	cs := &compiledSchema{ownJustification: registry.DeclaresJustification(t.Spec().InputSchema)}
 	var sch jsonschema.Schema
@@ -201,9 +211,19 @@ func (p *Pipeline) schema(t armory.Tool) *compiledSchema {
 	} else {
 		cs.rs, cs.err = sch.Resolve(nil)
 	}
-	v, _ := p.schemas.LoadOrStore(name, cs)
+	if !cacheable {
+		return cs
+	}
+	if p.nSchemas.Add(1) > maxSchemas {
+		p.schemas.Clear()
+		p.nSchemas.Store(1)
+	}
+	v, _ := p.schemas.LoadOrStore(key, cs)
 	return v.(*compiledSchema)
 }
+
+// maxSchemas bounds the compiled schemas the pipeline keeps.
+const maxSchemas = 8192
 
 // Default session caps (Agenthood): default and maximum. A maximum of 0
 // means none (a world or agent may set any value).

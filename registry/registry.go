@@ -12,6 +12,7 @@ package registry
 import (
 	"fmt"
 	"math/bits"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -278,8 +279,16 @@ func (r *Registry) Len() int {
 	return n
 }
 
-// Register adds t at run time (a skill's tools). A name the registry
-// already holds is a KindConflict error; an invalid name KindInvalid.
+// Register adds t at run time. It is the low-level primitive: it checks
+// names, not policy. A caller that registers for an agent goes through
+// the roster's Register, which decides first whether the agent may have
+// the tool (access, groups, toolkits, requirements), as for a catalog tool.
+//
+// A name the registry already holds is a KindConflict error; so is a name
+// the world's catalog defines, unless t is that catalog tool itself (which
+// re-enables it): a tool registered at run time never takes the name of a
+// catalog tool, visible to this agent or not, so nothing can pass itself
+// off as a built-in. An invalid name is KindInvalid.
 func (r *Registry) Register(t armory.Tool) error {
 	name := t.Spec().Name
 	if !armory.ValidToolName(name) {
@@ -301,7 +310,10 @@ func (r *Registry) register(name string, t armory.Tool) error {
 	if _, ok := r.extra[name]; ok {
 		return armory.E("registry.Register", armory.KindConflict, "tool already registered: "+name)
 	}
-	if i, ok := r.cat.index[name]; ok && r.cat.tools[i] == t {
+	if i, ok := r.cat.index[name]; ok {
+		if !SameTool(r.cat.tools[i], t) {
+			return armory.E("registry.Register", armory.KindConflict, fmt.Sprintf("the world defines a tool named %s already; a tool added at run time cannot take its name", name))
+		}
 		r.bits[i/64] |= 1 << (i % 64) // re-enable a catalog tool
 		return nil
 	}
@@ -310,6 +322,29 @@ func (r *Registry) register(name string, t armory.Tool) error {
 	}
 	r.extra[name] = t
 	return nil
+}
+
+// SameTool reports whether a and b are the same tool value: == for
+// comparable dynamic types (pointers, the usual case), false otherwise
+// (comparing two values of a non-comparable type would panic).
+func SameTool(a, b armory.Tool) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb || !ta.Comparable() {
+		return false
+	}
+	return a == b
+}
+
+// RunTime reports whether name is a tool registered at run time (not a
+// catalog tool) that the registry holds.
+func (r *Registry) RunTime(name string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	_, ok := r.extra[name]
+	return ok
 }
 
 // Unregister removes the tool called name. A name the registry does not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/world"
@@ -89,10 +90,17 @@ const (
 // MCP server), pipeline (added by the guarded pipeline) or run time (registered after the world loaded, for example a
 // skill's tool).
 func (h *Roster) Source(ag *Agent, name string) string {
-	if !h.Catalog.Has(name) {
-		if ag != nil && ag.Registry.Has(name) {
-			return SourceRunTime
+	// The tool the agent's registry holds decides, not the name: a name
+	// registered at run time is never a catalog tool's.
+	if ag != nil && ag.Registry.RunTime(name) {
+		if t, err := ag.Registry.Lookup(name); err == nil {
+			if o, ok := t.(Origin); ok && !reservedSource(o.Origin()) {
+				return o.Origin()
+			}
 		}
+		return SourceRunTime
+	}
+	if !h.Catalog.Has(name) {
 		return ""
 	}
 	if tb, ok := h.box[name]; ok {
@@ -105,6 +113,17 @@ func (h *Roster) Source(ag *Agent, name string) string {
 		return src
 	}
 	return SourceBuiltin
+}
+
+// reservedSource reports whether src cannot be a run-time tool's origin:
+// empty, or a source Armory gives its own tools (a tool cannot claim to be
+// a built-in, so be run before admission, by naming itself one).
+func reservedSource(src string) bool {
+	switch src {
+	case "", SourceBuiltin, SourceToolbox, SourcePipeline, SourceRunTime, SourceUpstream, "builtin":
+		return true
+	}
+	return strings.HasPrefix(src, SourceToolbox+" ")
 }
 
 // checkModuleSource refuses a module source that is empty, not a short

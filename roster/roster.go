@@ -85,11 +85,18 @@ type Roster struct {
 	pipe               map[string]*PipelineTool
 	// module maps the name of each Options.Modules tool to its source.
 	module map[string]string
+	// skillTools are the names of the world's skills' tools.
+	skillTools map[string]bool
 
 	// added are the agents created at run time (Add), copy-on-write: a
 	// reader loads the pointer, Add swaps in a new set under addMu.
 	added atomic.Pointer[addedAgents]
 	addMu sync.Mutex
+
+	// opts are the options New was given (requirements of run-time tools
+	// are checked with them); runTime explains run-time tools (runtime.go).
+	opts    Options
+	runTime atomic.Pointer[runTimeHolder]
 }
 
 // addedAgents are the agents Add added, in the order added.
@@ -141,7 +148,7 @@ func New(w *world.World, opts Options) (*Roster, error) {
 		opts.Sandbox = sandbox.Requirement
 	}
 	h := &Roster{World: w, agents: map[string]*Agent{}, unmet: map[string][]string{}, box: map[string]string{}, unavail: opts.Unavailable,
-		pipe: map[string]*PipelineTool{}, module: map[string]string{}}
+		pipe: map[string]*PipelineTool{}, module: map[string]string{}, opts: opts}
 	var ds world.Diagnostics
 
 	// Catalog: built-ins and toolbox tools. Report every duplicate at once,
@@ -176,6 +183,22 @@ func New(w *world.World, opts Options) (*Roster, error) {
 			seen[name] = "a tool of module " + mt.Source
 			h.module[name] = mt.Source
 			tools = append(tools, t)
+		}
+	}
+	// A skill's tools join registries at run time (runtime.go), but their
+	// names are the world's: one may not take a catalog tool's name.
+	h.skillTools = map[string]bool{}
+	for _, sk := range allSkills(w) {
+		if sk.Toolbox == nil {
+			continue
+		}
+		for _, def := range sk.Toolbox.Tools {
+			name := def.FullName()
+			if prev, dup := seen[name]; dup {
+				ds.Errorf(def.File, def.Line, "skill %s: tool name %q is taken (%s); a skill's tool cannot take the name of a tool of the world", sk.Name, name, prev)
+				continue
+			}
+			h.skillTools[name] = true
 		}
 	}
 	// Tools the pipeline adds, when some agent gets them.
@@ -244,6 +267,21 @@ func New(w *world.World, opts Options) (*Roster, error) {
 	return h, nil
 }
 
+// allSkills returns the world's skills and every archetype's.
+func allSkills(w *world.World) []*world.Skill {
+	var out []*world.Skill
+	for _, s := range w.Skills {
+		out = append(out, s)
+	}
+	for _, m := range w.ArchetypeSkills {
+		for _, s := range m {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
+	return out
+}
+
 func withWarnings(err error, warns world.Diagnostics) error {
 	if ie, ok := err.(*world.InvalidError); ok {
 		ie.Diagnostics = append(ie.Diagnostics, warns...)
@@ -291,7 +329,7 @@ func checkRequirement(r armory.Requirement, opts Options, backend string) string
 // public tools.
 func (h *Roster) checkNames(ds *world.Diagnostics) {
 	defined := func(name string) bool {
-		if h.Catalog.Has(name) || access.IsAlwaysOn(name) {
+		if h.Catalog.Has(name) || access.IsAlwaysOn(name) || h.skillTools[name] {
 			return true
 		}
 		for n := range h.unavail { // declared, though not available now
@@ -581,13 +619,17 @@ func (h *Roster) Explain(id, tool string) (Explanation, error) {
 			tool = real
 		}
 	}
-	d := h.decide(ag, tool)
+	d, runTime := h.explainRunTime(ag, tool)
+	if !runTime {
+		d = h.decide(ag, tool)
+	}
 	d.Reasons = append(note, d.Reasons...)
 	if why, ok := h.netReason(ag, tool); ok {
 		d.Reasons = append(d.Reasons, why)
 	}
-	// A run-time registration or removal (skills) overrides the load-time view.
-	if v := ag.Registry.Has(tool); v != d.Visible {
+	// A run-time registration or removal of a catalog tool (a library
+	// user's) overrides the load-time view.
+	if v := ag.Registry.Has(tool); !runTime && v != d.Visible {
 		d.Visible = v
 		if v {
 			d.Reasons = append(d.Reasons, "registered at run time")

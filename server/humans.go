@@ -78,6 +78,20 @@ type agentForm func(r *http.Request, agent string) (tool string, args map[string
 // humanRoute serves a services route: human for an admin token, agent for
 // an agent token (see above).
 func (s *Server) humanRoute(human func(w http.ResponseWriter, r *http.Request, h Humans), agent agentForm) http.HandlerFunc {
+	return s.tokenRoute(func(w http.ResponseWriter, r *http.Request) {
+		if s.humans == nil {
+			s.writeError(w, r, armory.E("", armory.KindUnavailable, "this server has no world services (the services module)"))
+			return
+		}
+		human(w, r, s.humans)
+	}, agent)
+}
+
+// tokenRoute serves a route that a person (admin token) and an agent
+// (agent token) both use: human serves the admin token; an agent token's
+// request becomes its agent's call of the tool agent names, through the
+// pipeline (nil agent: 403).
+func (s *Server) tokenRoute(human http.HandlerFunc, agent agentForm) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t := requestToken(r.Context())
 		if !t.Admin {
@@ -101,11 +115,7 @@ func (s *Server) humanRoute(human func(w http.ResponseWriter, r *http.Request, h
 			s.agentToolCall(w, r, t.Agent, tool, raw)
 			return
 		}
-		if s.humans == nil {
-			s.writeError(w, r, armory.E("", armory.KindUnavailable, "this server has no world services (the services module)"))
-			return
-		}
-		human(w, r, s.humans)
+		human(w, r)
 	}
 }
 

@@ -141,7 +141,7 @@ func (s *Server) newMCPServer(ag *roster.Agent) (*mcp.Server, error) {
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true},
 				Prompts: &mcp.PromptCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 		})
-	srv.AddReceivingMiddleware(s.unlistedToolCalls(ag), s.channelListing(ag))
+	srv.AddReceivingMiddleware(s.unlistedToolCalls(ag), s.channelListing(ag), s.liveInstructions(ag))
 	// Every tool of the registry, those that need a channel context too:
 	// channelListing leaves them out of the lists of a caller without one.
 	for _, t := range registry.MCPTools(ag.Registry.ToolsFor(registry.Caller{Channel: true})) {
@@ -165,6 +165,29 @@ func (s *Server) newMCPServer(ag *roster.Agent) (*mcp.Server, error) {
 		}
 	}))
 	return srv, nil
+}
+
+// liveInstructions gives each initialize (and the sessionless revision's
+// server/discover) the instructions of the agent's registry as it is now:
+// the server's own were computed when it was built, and tools registered
+// at run time (an acquired skill) may bring a toolkit's policy text in or
+// take it out.
+func (s *Server) liveInstructions(ag *roster.Agent) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if err != nil {
+				return res, err
+			}
+			switch r := res.(type) {
+			case *mcp.InitializeResult:
+				r.Instructions = s.instructions(ag)
+			case *mcp.DiscoverResult:
+				r.Instructions = s.instructions(ag)
+			}
+			return res, nil
+		}
+	}
 }
 
 // addMCPTool adds one tool of agent to its MCP server.

@@ -42,6 +42,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /api/audit", s.admin(s.params(s.handleAudit, auditParams...)))
 	mux.Handle("GET /api/audit/verify", s.admin(s.params(s.handleVerify)))
 	s.humanRoutes(mux)
+	s.skillRoutes(mux)
 	mux.Handle("GET /api/channels/{id}/messages", s.anyToken(s.params(s.handleChannelMessages, "cursor", "limit")))
 	mux.Handle("GET /api/channels/messages", s.anyToken(s.params(s.handleChannelMessages, "cursor", "limit")))
 	mux.Handle("GET /api/events", s.long(s.anyToken(s.params(s.handleEvents, "kind", "agent"))))

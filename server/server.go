@@ -29,6 +29,7 @@ import (
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/services"
+	"github.com/armory-dev/armory/skills"
 )
 
 // Version is reported to MCP clients.
@@ -180,6 +181,7 @@ type Server struct {
 	hosts      hostPolicy
 	agents     AgentControl  // the services module's agents, nil without it
 	humans     Humans        // the services module's human API, nil without it
+	skills     SkillsAPI     // the skills module's human API, nil without it
 	channels   ChannelReader // the services module's conversations, nil without it
 	// unwatch removes the registry watchers that keep the MCP servers'
 	// tool lists current, and the event relay's subscription (Close).
@@ -202,6 +204,9 @@ func New(e *engine.Engine, opts Options) (*Server, error) {
 	}
 	if m, ok := e.Module(services.Name).(Humans); ok {
 		s.humans = m
+	}
+	if m, ok := e.Module(skills.Name).(SkillsAPI); ok {
+		s.skills = m
 	}
 	if m, ok := e.Module(services.Name).(ChannelReader); ok {
 		s.channels = m

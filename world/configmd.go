@@ -77,6 +77,10 @@ type AgentConfig struct {
 	// permissions …) for later use, keyed by lower-case heading.
 	Sections map[string]*Section
 
+	// Skills are the skill packs its agents hold from the start ("##
+	// Skills", checked against the world's skills when the world loads).
+	Skills []Item
+
 	// Policy is read from "## Permissions", "## Capabilities" and "## Limits".
 	Policy AgentPolicy
 }

@@ -45,6 +45,12 @@ type World struct {
 	// Toolboxes holds the allowed toolboxes found under toolbox/, by name.
 	Toolboxes map[string]*Toolbox
 
+	// Skills are the world's skill packs (skills/<name>/), by name;
+	// ArchetypeSkills an archetype's own (archetype/<arch>/skills/<name>/),
+	// by archetype then name. See skill.go.
+	Skills          map[string]*Skill
+	ArchetypeSkills map[string]map[string]*Skill
+
 	Groups   []Group   // tool_privileges, in file order
 	Toolkits []Toolkit // toolkits, in file order
 
@@ -197,7 +203,9 @@ func Load(dir string) (*World, error) {
 		// would be warned about as left out of it.)
 		w.loadToolboxes(&ds)
 	}
+	w.loadSkills(&ds)
 	w.loadAgents(&ds)
+	w.checkAgentSkills(&ds)
 	if b, err := readLimited(filepath.Join(abs, "tools.md"), maxProseSize); err == nil {
 		w.ToolsProse = string(b)
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -24,6 +24,7 @@ import (
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/services"
+	"github.com/armory-dev/armory/skills"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -68,7 +69,7 @@ func (a *app) logger() *slog.Logger {
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{})}}
+	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{}), skills.New(skills.Options{})}}
 	defer a.closeAll()
 	root := a.rootCmd()
 	root.SetArgs(args)
@@ -141,7 +142,7 @@ func (a *app) rootCmd() *cobra.Command {
 	root.PersistentFlags().DurationVar(&a.runLease, "run-lease", pipeline.DefaultRunLease, "lease of the claim on running an approved call: a process that stops renewing it this long is taken to have died, and its call is resolved as interrupted (use one value on every replica)")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return checkDB(a.db) }
-	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd(), a.timersCmd(), a.agentsCmd(), a.inboxCmd(), a.chatCmd(), a.tasksCmd(), a.knowledgeCmd(), a.stateCmd())
+	root.AddCommand(a.initCmd(), a.worldCmd(), a.toolCmd(), a.accessCmd(), a.screenCmd(), a.callCmd(), a.approvalsCmd(), a.sessionCmd(), a.auditCmd(), a.demoCmd(), a.serveCmd(), a.mcpCmd(), a.tokenCmd(), a.toolboxCmd(), a.timersCmd(), a.agentsCmd(), a.inboxCmd(), a.chatCmd(), a.tasksCmd(), a.knowledgeCmd(), a.stateCmd(), a.skillsCmd())
 	return root
 }
 

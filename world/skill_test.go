@@ -1,0 +1,154 @@
+package world
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const skillMD = `---
+name: notes
+description: Keep notes in the workspace.
+license: MIT
+compatibility: any runtime
+metadata:
+  author: someone
+allowed-tools: Read Write
+---
+# Notes
+
+Write notes.
+`
+
+func skillWorld(files map[string]string) map[string]string {
+	m := map[string]string{
+		"world-config.yaml":                  "name: s\nagents:\n  - id: a\n    archetype: dev\n",
+		"archetype/dev/config.md":            "# dev\n\n## Skills\n- notes\n",
+		"skills/notes/SKILL.md":              skillMD,
+		"skills/notes/references/how.md":     "# how\n",
+		"skills/notes/assets/logo.txt":       "logo",
+		"skills/notes/scripts/run.sh":        "#!/bin/sh\n",
+		"skills/notes/toolbox.yaml":          "name: notes\ntools:\n  - name: count\n    description: count\n    binary: wc\n",
+		"archetype/dev/skills/only/SKILL.md": "---\nname: only\ndescription: only dev sees it\n---\nbody\n",
+	}
+	for k, v := range files {
+		if v == "" {
+			delete(m, k)
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
+
+// A world's skill packs load in the Agent Skills format: front matter,
+// instructions, reference and asset files, and Armory's toolbox with tools
+// named <skill>.<tool>; an archetype's own skills too; config.md "##
+// Skills" names those its agents hold from the start.
+func TestLoadSkills(t *testing.T) {
+	w, err := Load(writeWorld(t, skillWorld(nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := w.Skills["notes"]
+	if s == nil {
+		t.Fatalf("no skill notes: %v", w.Skills)
+	}
+	if s.Description != "Keep notes in the workspace." || s.License != "MIT" || s.Compatibility != "any runtime" || s.Metadata["author"] != "someone" {
+		t.Errorf("front matter: %+v", s)
+	}
+	if strings.Join(s.AllowedTools, ",") != "Read,Write" {
+		t.Errorf("allowed-tools = %v", s.AllowedTools)
+	}
+	if !strings.HasPrefix(s.Body, "# Notes") || s.BodyLine != 10 {
+		t.Errorf("body at line %d: %q", s.BodyLine, s.Body)
+	}
+	if strings.Join(s.Files, ",") != "assets/logo.txt,references/how.md" {
+		t.Errorf("files = %v (scripts/ is not served)", s.Files)
+	}
+	if strings.Join(s.Tools(), ",") != "notes.count" {
+		t.Errorf("tools = %v", s.Tools())
+	}
+	if got := w.SkillFor("dev", "only"); got == nil || got.Archetype != "dev" {
+		t.Errorf("archetype skill: %+v", got)
+	}
+	if w.SkillFor("other", "only") != nil {
+		t.Error("another archetype sees dev's own skill")
+	}
+	if c := w.Agent("a").Config; len(c.Skills) != 1 || c.Skills[0].Value != "notes" {
+		t.Errorf("config.md skills = %+v", c.Skills)
+	}
+}
+
+// Every mistake in a skill pack is an error at its file and line.
+func TestSkillErrors(t *testing.T) {
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"no SKILL.md", map[string]string{"skills/notes/SKILL.md": "", "skills/notes/x.md": "x"}, `skills/notes: skill folder "notes" has no SKILL.md`},
+		{"no front matter", map[string]string{"skills/notes/SKILL.md": "# notes\n"}, "skills/notes/SKILL.md:1: SKILL.md must start with YAML front matter"},
+		{"unclosed", map[string]string{"skills/notes/SKILL.md": "---\nname: notes\n"}, "skills/notes/SKILL.md:1: front matter is not closed"},
+		{"bad yaml", map[string]string{"skills/notes/SKILL.md": "---\nname: notes\ndescription: [x\n---\n"}, "skills/notes/SKILL.md:"},
+		{"name mismatch", map[string]string{"skills/notes/SKILL.md": "---\nname: other\ndescription: d\n---\n"}, `skills/notes/SKILL.md:2: skill name "other" does not match its folder notes/`},
+		{"bad name", map[string]string{"skills/Bad--x/SKILL.md": "---\nname: Bad--x\ndescription: d\n---\n"}, `skills/Bad--x/SKILL.md:2: front matter: name "Bad--x" is not valid`},
+		{"no description", map[string]string{"skills/notes/SKILL.md": "---\nname: notes\n---\n"}, "skills/notes/SKILL.md:2: front matter: description is required"},
+		{"long description", map[string]string{"skills/notes/SKILL.md": "---\nname: notes\ndescription: " + strings.Repeat("x", 1025) + "\n---\n"}, "skills/notes/SKILL.md:3: front matter: description is 1025 characters"},
+		{"toolbox name", map[string]string{"skills/notes/toolbox.yaml": "name: other\ntools:\n  - name: c\n    description: c\n    binary: wc\n"}, `skills/notes/toolbox.yaml:1: toolbox name "other" must be the skill's name "notes"`},
+		{"toolbox error", map[string]string{"skills/notes/toolbox.yaml": "name: notes\ntools:\n  - name: c\n    description: c\n    binary: wc\n    danger: deadly\n"}, "skills/notes/toolbox.yaml:6:"},
+		{"unknown config skill", map[string]string{"archetype/dev/config.md": "# dev\n\n## Skills\n- note\n"}, `archetype/dev/config.md:4: skills: no skill "note" (did you mean "notes"?)`},
+		{"config skill of another archetype", map[string]string{"world-config.yaml": "name: s\nagents:\n  - id: a\n    archetype: dev\n  - id: b\n    archetype: ops\n", "archetype/ops/config.md": "# ops\n\n## Skills\n- only\n"}, `archetype/ops/config.md:4: skills: no skill "only"`},
+		{"config skills kv", map[string]string{"archetype/dev/config.md": "# dev\n\n## Skills\nnotes: yes\n"}, `archetype/dev/config.md:4: section "Skills": want "- skill-name"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(writeWorld(t, skillWorld(c.files)))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("got %v\nwant an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Unknown front matter keys (another runtime's) are warnings: a skill
+// written for another agent runtime loads unchanged.
+func TestSkillUnknownKeyWarns(t *testing.T) {
+	w, err := Load(writeWorld(t, skillWorld(map[string]string{"skills/notes/SKILL.md": "---\nname: notes\ndescription: d\nmodel: fast\ndisable-model-invocation: true\n---\nx\n"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasDiag(w.Diagnostics, `skills/notes/SKILL.md:4: warning: front matter: unknown key "model"`) {
+		t.Errorf("warnings: %v", w.Diagnostics)
+	}
+}
+
+// A symbolic link in references/ is refused: a pack's files are served to
+// agents, and a link could name any file of the server.
+func TestSkillSymlinkRefused(t *testing.T) {
+	dir := writeWorld(t, skillWorld(nil))
+	if err := os.Symlink("/etc/passwd", filepath.Join(dir, "skills/notes/references/passwd")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "skills/notes/references/passwd: a skill pack may not hold symbolic links") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func FuzzParseSkill(f *testing.F) {
+	f.Add([]byte(skillMD))
+	f.Add([]byte("---\n---\n"))
+	f.Add([]byte("---\nname: a\ndescription: b\n---"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var ds Diagnostics
+		s := ParseSkill("SKILL.md", data, &ds)
+		if s != nil && (!ValidSkillName(s.Name) || s.Description == "") {
+			t.Fatalf("accepted an invalid skill: %+v", s)
+		}
+		if s == nil && len(ds.Errors()) == 0 {
+			t.Fatal("refused without an error")
+		}
+	})
+}
