@@ -211,7 +211,13 @@ func (m *Module) Drop(ctx context.Context, p *pipeline.Pipeline, id, name, via s
 // an archive URL, a built-in skill), audited as skills.install: the
 // person is the approver.
 func (m *Module) Install(ctx context.Context, p *pipeline.Pipeline, req InstallRequest, via string) (Installed, error) {
-	res, err := m.install(ctx, req, "")
+	var net *armory.NetPolicy
+	m.mu.Lock()
+	if w := m.env.World; w != nil && w.Network != nil {
+		net = &armory.NetPolicy{Allow: w.Network.Entries(), From: w.Network.From()}
+	}
+	m.mu.Unlock()
+	res, err := m.install(ctx, req, "", net)
 	if err != nil {
 		return res, err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/netguard"
 	"github.com/armory-dev/armory/roster"
 	args "github.com/armory-dev/armory/toolargs"
 	"github.com/armory-dev/armory/world"
@@ -69,8 +70,10 @@ type Installed struct {
 
 // install stages, checks and installs a pack. workspace confines a
 // folder source (an agent's workspace); "" lets it be any folder (a
-// person's install).
-func (m *Module) install(ctx context.Context, req InstallRequest, workspace string) (Installed, error) {
+// person's install). net is the network policy an archive is fetched
+// under: the agent's allow-list, or the world's (nil: the default policy,
+// public addresses only).
+func (m *Module) install(ctx context.Context, req InstallRequest, workspace string, net *armory.NetPolicy) (Installed, error) {
 	const op = "syscall.skill.install"
 	m.mu.Lock()
 	env, h := m.env, m.roster
@@ -103,7 +106,15 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 		if req.URL == "" {
 			return Installed{}, armory.E(op, armory.KindInvalid, "source url needs a url")
 		}
-		if err := fetchArchive(ctx, req.URL, staged, m.opts.fetch); err != nil {
+		fo := m.opts.fetch
+		if net != nil && fo.Guard == nil {
+			rules, err := netguard.ParseRules(net.Allow)
+			if err != nil {
+				return Installed{}, armory.E(op, armory.KindInvalid, "the network allow-list at "+net.From+" is invalid", err)
+			}
+			fo.Guard = netguard.New(netguard.Options{AllowOnly: true, Allow: rules})
+		}
+		if err := fetchArchive(ctx, req.URL, staged, fo); err != nil {
 			return Installed{}, armory.E(op, armory.KindOf(err), "fetching the skill archive", err)
 		}
 	case SourceBuiltin:
@@ -321,7 +332,11 @@ func (m *Module) runInstall(ctx context.Context, ag *roster.Agent, raw json.RawM
 	if req.Source == SourceFolder && ws == "" {
 		return armory.Failf(armory.KindInvalid, "you have no workspace to install a folder from")
 	}
-	res, err := m.install(ctx, req, ws)
+	var net *armory.NetPolicy
+	if ag.Env != nil {
+		net = ag.Env.Net
+	}
+	res, err := m.install(ctx, req, ws, net)
 	if err != nil {
 		return armory.FailErr(err)
 	}
