@@ -141,4 +141,3 @@ func joinReasons(rs []string) string {
 	}
 	return out
 }
-

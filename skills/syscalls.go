@@ -17,8 +17,8 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/roster"
-	args "github.com/armory-dev/armory/toolargs"
 	"github.com/armory-dev/armory/store"
+	args "github.com/armory-dev/armory/toolargs"
 )
 
 // The syscall.skill.* tools: always registered for every agent (the
