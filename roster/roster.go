@@ -189,6 +189,9 @@ func New(w *world.World, opts Options) (*Roster, error) {
 	// names are the world's: one may not take a catalog tool's name.
 	h.skillTools = map[string]bool{}
 	for _, sk := range allSkills(w) {
+		if sk.MCPServer != nil && w.MCPServer(sk.Name) != nil {
+			ds.Errorf(sk.File, 0, "skill %s has an MCP server (%s) named like world-config.yaml mcp_servers.%s: both servers' tools would be mcp.%s.*; rename one", sk.Name, world.SkillMCPFile, sk.Name, sk.Name)
+		}
 		if sk.Toolbox == nil {
 			continue
 		}

@@ -34,6 +34,9 @@ const (
 	SourceFolder  = "folder"
 	SourceURL     = "url"
 	SourceBuiltin = "builtin"
+	// SourceMCPServer installs an MCP server's skill: a pack whose tools
+	// are the server's (mcp.go).
+	SourceMCPServer = "mcp_server"
 )
 
 // InstallRequest says what to install.
@@ -51,13 +54,19 @@ type InstallRequest struct {
 	Name string `json:"name,omitempty"`
 	// Replace allows replacing a world skill of the same name.
 	Replace bool `json:"replace,omitempty"`
+	// Server is the MCP server of SourceMCPServer (Name names the skill
+	// and the server); Description describes the skill.
+	Server      *MCPServerDef `json:"server,omitempty"`
+	Description string        `json:"description,omitempty"`
 }
 
 var installSchema = args.Schema([]string{"source"},
-	`"source":{"type":"string","enum":["folder","url","builtin"],"description":"Where the skill comes from: a folder of your workspace, an archive URL (zip or tar.gz) or one of Armory's built-in skills."},`+
+	`"source":{"type":"string","enum":["folder","url","builtin","mcp_server"],"description":"Where the skill comes from: a folder of your workspace, an archive URL (zip or tar.gz), one of Armory's built-in skills, or an MCP server whose tools become the skill's."},`+
 		`"path":{"type":"string","description":"For source folder: the skill's folder in your workspace (it holds SKILL.md)."},`+
 		`"url":{"type":"string","description":"For source url: the archive's http(s) URL."},`+
-		`"name":{"type":"string","description":"For source builtin: the built-in skill's name. Otherwise, if given, the name the skill must have."},`+
+		`"name":{"type":"string","description":"For source builtin: the built-in skill's name. For mcp_server: the skill's (and server's) name. Otherwise, if given, the name the skill must have."},`+
+		`"description":{"type":"string","maxLength":1024,"description":"For source mcp_server: what the server's tools are for."},`+
+		`"server":{"type":"object","description":"For source mcp_server: {command: [program, args...], env: {...}} for a stdio server (run in the sandbox unless sandbox: false), or {url: ..., headers: {...}} for an HTTP one.","properties":{"command":{"type":"array","items":{"type":"string"}},"env":{"type":"object","additionalProperties":{"type":"string"}},"sandbox":{},"url":{"type":"string"},"headers":{"type":"object","additionalProperties":{"type":"string"}}},"additionalProperties":false},`+
 		`"replace":{"type":"boolean","description":"Replace a skill of the same name (default false)."}`)
 
 // Installed says what an install did.
@@ -121,10 +130,14 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 		if err := writeBuiltin(m.opts.Builtin, req.Name, staged); err != nil {
 			return Installed{}, err
 		}
+	case SourceMCPServer:
+		if err := writeMCPPack(req.Name, req.Description, req.Server, staged); err != nil {
+			return Installed{}, err
+		}
 	case "":
-		return Installed{}, armory.E(op, armory.KindInvalid, "source is required: folder, url or builtin")
+		return Installed{}, armory.E(op, armory.KindInvalid, "source is required: folder, url, builtin or mcp_server")
 	default:
-		return Installed{}, armory.E(op, armory.KindInvalid, fmt.Sprintf("unknown source %q: want folder, url or builtin", req.Source))
+		return Installed{}, armory.E(op, armory.KindInvalid, fmt.Sprintf("unknown source %q: want folder, url, builtin or mcp_server", req.Source))
 	}
 	// The pack's name, from its SKILL.md.
 	var ds world.Diagnostics
@@ -153,6 +166,9 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 		if h.Catalog.Has(t) {
 			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the skill's tool %s has the name of a tool of the world; a skill's tool cannot take it", t))
 		}
+	}
+	if s.MCPServer != nil && env.World.MCPServer(name) != nil {
+		return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world's mcp_servers has a server %q already: the skill's server tools would be named like its (mcp.%s.*)", name, name))
 	}
 	target := filepath.Join(root, name)
 	replaced := false

@@ -15,6 +15,7 @@ import (
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/toolbox"
+	"github.com/armory-dev/armory/upstream"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -80,6 +81,8 @@ type Module struct {
 	// agentMu serialises reconciling one agent.
 	agentMu map[string]*sync.Mutex
 	unsub   []func()
+	// started are the MCP servers of skills this process started (mcp.go).
+	started []*upstream.Set
 }
 
 // pack is one loaded skill pack with its tools.
@@ -87,8 +90,55 @@ type pack struct {
 	skill *world.Skill
 	tools []*Tool
 	// unavailable says why a tool of the pack could not be built (a WASM
-	// module that is missing).
+	// module that is missing). Fixed once the pack is built.
 	unavailable map[string]string
+	// mcp is the pack's MCP server, started when first needed (mcp.go),
+	// or nil.
+	mcp *mcpPack
+}
+
+// toolsOf returns pack p's tools: its toolbox's and, once started (ctx
+// bounds the start), its MCP server's.
+func (m *Module) toolsOf(ctx context.Context, p *pack) []*Tool {
+	out := append([]*Tool(nil), p.tools...)
+	return append(out, m.ensureMCP(ctx, p)...)
+}
+
+// toolNames returns the names of the pack's tools this process knows (an
+// MCP server's once started), sorted.
+func (p *pack) toolNames() []string {
+	names := p.skill.Tools()
+	if p.mcp != nil {
+		tools, _, _ := p.mcp.state()
+		for _, t := range tools {
+			names = append(names, t.Spec().Name)
+		}
+		sort.Strings(names)
+	}
+	return names
+}
+
+// unavailableTools returns why tools of the pack are missing: those that
+// could not be built, an MCP server's withheld tools, or the server itself
+// ("mcp.<skill>") when it failed.
+func (p *pack) unavailableTools() map[string]string {
+	out := map[string]string{}
+	for k, v := range p.unavailable {
+		out[k] = v
+	}
+	if p.mcp != nil {
+		_, unav, why := p.mcp.state()
+		for k, v := range unav {
+			out[k] = v
+		}
+		if why != "" {
+			out["mcp."+p.skill.Name] = why
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // agentView is what this process knows of one agent's skills.
@@ -169,6 +219,9 @@ func (p *pack) warnings() world.Diagnostics {
 // buildPack builds the tools of skill s.
 func (m *Module) buildPack(s *world.Skill) *pack {
 	p := &pack{skill: s, unavailable: map[string]string{}}
+	if s.MCPServer != nil {
+		p.mcp = &mcpPack{}
+	}
 	if s.Toolbox == nil {
 		return p
 	}
@@ -293,7 +346,7 @@ func (m *Module) Close() error {
 	for _, u := range unsub {
 		u()
 	}
-	return nil
+	return m.closeMCP()
 }
 
 // onPeerEvent reconciles what another process's event names.
@@ -422,7 +475,7 @@ func (m *Module) reconcileAll(ctx context.Context) error {
 		cursor = next
 	}
 	for _, ag := range h.Agents() {
-		m.apply(ag, want[ag.ID])
+		m.apply(ctx, ag, want[ag.ID])
 	}
 	return nil
 }
@@ -437,13 +490,13 @@ func (m *Module) reconcile(ctx context.Context, ag *roster.Agent) error {
 	if err != nil {
 		return err
 	}
-	m.apply(ag, states)
+	m.apply(ctx, ag, states)
 	return nil
 }
 
 // apply registers the tools of the skills states says ag has acquired and
 // unregisters those of the skills it no longer has.
-func (m *Module) apply(ag *roster.Agent, states []*store.SkillState) {
+func (m *Module) apply(ctx context.Context, ag *roster.Agent, states []*store.SkillState) {
 	unlock := m.lockAgent(ag.ID)
 	defer unlock()
 	h := m.rosterOf()
@@ -468,7 +521,7 @@ func (m *Module) apply(ag *roster.Agent, states []*store.SkillState) {
 	keep := map[string]*Tool{}
 	for name := range want {
 		if p := m.skillFor(ag, name); p != nil {
-			for _, t := range p.tools {
+			for _, t := range m.toolsOf(ctx, p) {
 				keep[t.Spec().Name] = t
 			}
 		}
@@ -538,21 +591,33 @@ func (m *Module) view(id string) (acquired, active map[string]bool, withheld map
 // About implements roster.RunTimeSource: a skill tool's origin for an
 // agent, and whether the agent holds the skill.
 func (m *Module) About(ag *roster.Agent, name string) (armory.Tool, []string, bool) {
-	skill, _, ok := strings.Cut(name, ".")
+	skill, rest, ok := strings.Cut(name, ".")
 	if !ok {
 		return nil, nil, false
+	}
+	if skill == "mcp" { // an MCP server's skill: mcp.<skill>.<tool>
+		if skill, _, ok = strings.Cut(rest, "."); !ok {
+			return nil, nil, false
+		}
 	}
 	p := m.skillFor(ag, skill)
 	if p == nil {
 		return nil, nil, false
 	}
-	for _, t := range p.tools {
+	tools := p.tools
+	if p.mcp != nil {
+		started, _, _ := p.mcp.state()
+		tools = append(append([]*Tool(nil), tools...), started...)
+	}
+	for _, t := range tools {
 		if t.Spec().Name != name {
 			continue
 		}
 		where := p.skill.File
-		if d := p.skill.Toolbox.Tool(strings.TrimPrefix(name, skill+".")); d != nil {
-			where = fmt.Sprintf("%s:%d", d.File, d.Line)
+		if p.skill.Toolbox != nil {
+			if d := p.skill.Toolbox.Tool(strings.TrimPrefix(name, skill+".")); d != nil {
+				where = fmt.Sprintf("%s:%d", d.File, d.Line)
+			}
 		}
 		acquired, _, _ := m.view(ag.ID)
 		if acquired[skill] {
@@ -560,7 +625,7 @@ func (m *Module) About(ag *roster.Agent, name string) (armory.Tool, []string, bo
 		}
 		return t, []string{fmt.Sprintf("from skill %s (%s): the agent has not acquired it; syscall.skill.acquire {\"name\": %q} loads its tools", skill, where, skill)}, true
 	}
-	if why, ok := p.unavailable[name]; ok {
+	if why, ok := p.unavailableTools()[name]; ok {
 		return nil, []string{fmt.Sprintf("from skill %s: unavailable: %s", skill, why)}, false
 	}
 	return nil, nil, false

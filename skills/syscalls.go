@@ -111,19 +111,20 @@ type SkillInfo struct {
 	Withheld    map[string]string `json:"withheld,omitempty"`
 	Unavailable map[string]string `json:"unavailable,omitempty"`
 	License     string            `json:"license,omitempty"`
+	// MCPServer: the skill's tools are an MCP server's (mcp-server.yaml),
+	// started when an agent first holds it; Tools lists them once started.
+	MCPServer bool `json:"mcp_server,omitempty"`
 }
 
 func (p *pack) info() SkillInfo {
-	si := SkillInfo{Name: p.skill.Name, Description: p.skill.Description, Scope: "world", Tools: p.skill.Tools(), License: p.skill.License}
+	si := SkillInfo{Name: p.skill.Name, Description: p.skill.Description, Scope: "world", Tools: p.toolNames(), License: p.skill.License, MCPServer: p.mcp != nil}
 	if si.Tools == nil {
 		si.Tools = []string{}
 	}
 	if p.skill.Archetype != "" {
 		si.Scope = "archetype " + p.skill.Archetype
 	}
-	if len(p.unavailable) > 0 {
-		si.Unavailable = p.unavailable
-	}
+	si.Unavailable = p.unavailableTools()
 	return si
 }
 
@@ -219,7 +220,7 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 	}
 	_, _, withheld := m.view(ag.ID)
 	res := AcquireResult{Skill: name, Changed: changed, Tools: []string{}}
-	for _, t := range p.skill.Tools() {
+	for _, t := range p.toolNames() {
 		if w, ok := withheld[t]; ok {
 			if res.Withheld == nil {
 				res.Withheld = map[string]string{}
@@ -229,9 +230,7 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 			res.Tools = append(res.Tools, t)
 		}
 	}
-	if len(p.unavailable) > 0 {
-		res.Unavailable = p.unavailable
-	}
+	res.Unavailable = p.unavailableTools()
 	return res, nil
 }
 
@@ -324,7 +323,7 @@ func (m *Module) runActivate(ctx context.Context, ag *roster.Agent, raw json.Raw
 			fmt.Fprintf(&b, "- %s\n", f)
 		}
 	}
-	if tools := p.skill.Tools(); len(tools) > 0 {
+	if tools := p.toolNames(); len(tools) > 0 {
 		acquired, _, _ := m.view(ag.ID)
 		if acquired[p.skill.Name] {
 			fmt.Fprintf(&b, "\nTools (yours, acquired): %s\n", strings.Join(tools, ", "))
@@ -332,7 +331,7 @@ func (m *Module) runActivate(ctx context.Context, ag *roster.Agent, raw json.Raw
 			fmt.Fprintf(&b, "\nTools (syscall.skill.acquire {\"name\": %q} makes them yours): %s\n", p.skill.Name, strings.Join(tools, ", "))
 		}
 	}
-	return armory.Result{Success: true, Text: b.String(), Value: map[string]any{"skill": p.skill.Name, "instructions": p.skill.Body, "files": nonNil(p.skill.Files), "tools": nonNil(p.skill.Tools())}}
+	return armory.Result{Success: true, Text: b.String(), Value: map[string]any{"skill": p.skill.Name, "instructions": p.skill.Body, "files": nonNil(p.skill.Files), "tools": nonNil(p.toolNames())}}
 }
 
 // ReadResult is one read of a skill's file.

@@ -358,3 +358,59 @@ func (r nodeReader) checkExpand(m map[string]string, line int, what string, bad 
 		}
 	}
 }
+
+// SkillMCPFile is the file of a skill pack that makes it an MCP server's
+// skill: one server definition with the keys of a world-config.yaml
+// mcp_servers entry.
+const SkillMCPFile = "mcp-server.yaml"
+
+// ParseSkillMCPServer parses a skill pack's mcp-server.yaml: the server
+// named name (the skill's), with the keys of an mcp_servers entry. A
+// relative program path (with a slash) is taken relative to the pack
+// folder dir. Unlike the world's servers, a skill's server takes no value
+// from the server's environment (no ${VAR}: a pack an agent proposed must
+// not carry the server's secrets to a program of its choosing), and a
+// command server without a sandbox key runs confined (sandbox: true). It
+// returns nil when the definition cannot be used; problems go to ds.
+func ParseSkillMCPServer(file, dir, name string, data []byte, ds *Diagnostics) *MCPServer {
+	r := nodeReader{file: file, ds: ds}
+	root := parseYAML(file, data, ds)
+	if root == nil {
+		return nil
+	}
+	hasSandbox := false
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value == "sandbox" {
+			hasSandbox = true
+		}
+	}
+	key := &yamlNode{Kind: yaml.ScalarNode, Value: name, Line: root.Line}
+	w := &World{}
+	before := len(ds.Errors())
+	w.parseMCPServers(r, &yamlNode{Kind: yaml.MappingNode, Line: root.Line, Content: []*yamlNode{key, root}})
+	if len(ds.Errors()) > before || len(w.MCPServers) != 1 {
+		return nil
+	}
+	s := w.MCPServers[0]
+	for k, v := range s.Env {
+		if strings.Contains(v, "${") {
+			ds.Errorf(file, root.Line, "env.%s: a skill's server takes no value from the server's environment (%q); give the value itself, or declare the server in world-config.yaml mcp_servers", k, v)
+			return nil
+		}
+	}
+	for k, v := range s.Headers {
+		if strings.Contains(v, "${") {
+			ds.Errorf(file, root.Line, "headers.%s: a skill's server takes no value from the server's environment (%q); give the value itself, or declare the server in world-config.yaml mcp_servers", k, v)
+			return nil
+		}
+	}
+	if len(s.Command) > 0 {
+		if c := s.Command[0]; strings.Contains(c, "/") && !filepath.IsAbs(c) {
+			s.Command[0] = filepath.Join(dir, c)
+		}
+		if !hasSandbox {
+			s.Sandbox = &MCPSandbox{}
+		}
+	}
+	return &s
+}

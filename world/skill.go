@@ -77,6 +77,10 @@ type Skill struct {
 	// Files are the files under references/ and assets/, relative to Dir
 	// with forward slashes, sorted (syscall.skill.read serves them).
 	Files []string
+	// MCPServer is the pack's MCP server (mcp-server.yaml), or nil: its
+	// tools, named mcp.<skill>.<tool> as any upstream server's, are the
+	// skill's tools.
+	MCPServer *MCPServer
 }
 
 // Tools returns the full names of the skill's tools, sorted.
@@ -194,6 +198,11 @@ func LoadSkill(worldDir, rel string, ds *Diagnostics) *Skill {
 	}
 	before := len(ds.Errors())
 	s.Toolbox = loadSkillToolbox(s, rel, ds)
+	if data, err := readLimited(filepath.Join(dir, SkillMCPFile), maxYAMLSize); err == nil {
+		s.MCPServer = ParseSkillMCPServer(rel+"/"+SkillMCPFile, dir, s.Name, data, ds)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		ds.Errorf(rel+"/"+SkillMCPFile, 0, "%v", err)
+	}
 	s.Files = listSkillFiles(dir, file, ds)
 	if len(ds.Errors()) > before {
 		return nil

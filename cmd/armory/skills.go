@@ -92,19 +92,29 @@ func (a *app) skillsCmd() *cobra.Command {
 	show.Flags().StringVar(&showArch, "archetype", "", "an archetype's own skill (archetype/ARCH/skills/SKILL)")
 
 	var req skills.InstallRequest
-	var instJSON bool
+	var instJSON, noSandbox bool
+	var mcpName, mcpCommand, mcpURL string
 	install := cmd(&cobra.Command{
-		Use:   "install (--folder DIR | --url URL | --builtin NAME) [--replace]",
+		Use:   "install (--folder DIR | --url URL | --builtin NAME | --mcp NAME (--command 'PROG ARGS' | --server-url URL)) [--replace]",
 		Short: "Install a skill into the world's skills/ (audited as yours; agents then acquire it)",
 		Args:  exactArgs(),
 	}, 0, func(ctx context.Context, m *skills.Module, p *pipeline.Pipeline, _ []string) error {
 		n := 0
-		for _, s := range []string{req.Path, req.URL} {
+		for _, s := range []string{req.Path, req.URL, req.Name, mcpName} {
 			if s != "" {
 				n++
 			}
 		}
 		switch {
+		case mcpName != "":
+			req.Source, req.Name = skills.SourceMCPServer, mcpName
+			req.Server = &skills.MCPServerDef{Command: strings.Fields(mcpCommand), URL: mcpURL}
+			if noSandbox {
+				req.Server.Sandbox = false
+			}
+			if (mcpCommand == "") == (mcpURL == "") {
+				return armory.E("skills install", armory.KindUsage, "--mcp NAME needs one of --command 'PROGRAM ARGS…' or --server-url URL")
+			}
 		case req.Path != "":
 			req.Source = skills.SourceFolder
 		case req.URL != "":
@@ -113,7 +123,7 @@ func (a *app) skillsCmd() *cobra.Command {
 			req.Source = skills.SourceBuiltin
 		}
 		if n > 1 || req.Source == "" {
-			return armory.E("skills install", armory.KindUsage, "give one of --folder DIR, --url URL or --builtin NAME (built-in skills: "+strings.Join(m.BuiltinNames(), ", ")+")")
+			return armory.E("skills install", armory.KindUsage, "give one of --folder DIR, --url URL, --builtin NAME or --mcp NAME (built-in skills: "+strings.Join(m.BuiltinNames(), ", ")+")")
 		}
 		res, err := m.Install(ctx, p, req, pipeline.ViaCLI)
 		if err := a.done(res.Dir != "", err); err != nil {
@@ -131,6 +141,11 @@ func (a *app) skillsCmd() *cobra.Command {
 	install.Flags().StringVar(&req.URL, "url", "", "an archive (zip, tar, tar.gz) to fetch; the network guard of tool.fetch applies")
 	install.Flags().StringVar(&req.Name, "builtin", "", "one of Armory's built-in skills")
 	install.Flags().BoolVar(&req.Replace, "replace", false, "replace a skill of the same name")
+	install.Flags().StringVar(&mcpName, "mcp", "", "an MCP server's skill of this name: its tools (mcp.NAME.*) become the skill's")
+	install.Flags().StringVar(&mcpCommand, "command", "", "with --mcp: the stdio server's program and arguments (run in the sandbox)")
+	install.Flags().StringVar(&mcpURL, "server-url", "", "with --mcp: the streamable HTTP server's URL")
+	install.Flags().BoolVar(&noSandbox, "no-sandbox", false, "with --mcp --command: run the server unconfined")
+	install.Flags().StringVar(&req.Description, "description", "", "with --mcp: what the server's tools are for")
 	install.Flags().BoolVar(&instJSON, "json", false, "print JSON")
 
 	var rmJSON bool
