@@ -59,7 +59,7 @@ func armoryCmd(t *testing.T, env []string, args ...string) result {
 // worldValid is world check's line for the example world: its tool count
 // grows with every service or built-in tool, which the tests that list an
 // agent's tools check by name.
-var worldValid = regexp.MustCompile(`^world "demo" is valid: 6 agents, [0-9]+ tools, 1 warning\n$`)
+var worldValid = regexp.MustCompile(`^world "demo" is valid: 6 agents, [0-9]+ tools, [0-9]+ skills?, 1 warning\n$`)
 
 // withoutServices drops the world services' tools (think, syscall.*,
 // util.*) from names: most of them are public, so every agent of the

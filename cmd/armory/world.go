@@ -51,7 +51,11 @@ func (a *app) worldCmd() *cobra.Command {
 				fmt.Fprintf(a.stderr, "world %q has %s; --strict treats warnings as errors\n", h.World.Name, count(len(h.Warnings), "warning"))
 				return errSilent
 			}
-			fmt.Fprintf(a.stdout, "world %q is valid: %s, %s, %s\n", h.World.Name, count(len(h.World.Agents), "agent"), count(h.Catalog.Len(), "tool"), count(len(h.Warnings), "warning"))
+			nSkills := len(h.World.Skills)
+			for _, set := range h.World.ArchetypeSkills {
+				nSkills += len(set)
+			}
+			fmt.Fprintf(a.stdout, "world %q is valid: %s, %s, %s, %s\n", h.World.Name, count(len(h.World.Agents), "agent"), count(h.Catalog.Len(), "tool"), count(nSkills, "skill"), count(len(h.Warnings), "warning"))
 			return nil
 		},
 	}
