@@ -151,16 +151,22 @@ type relay struct {
 }
 
 // start publishes on bus from now on, and lets peer subscribers listen to
-// the events of the known kinds.
+// the events of the known kinds — those that subscribed while Open ran (a
+// module's Validate) too.
 func (r *relay) start(bus store.Events, known func(string) bool) {
 	if bus == nil {
 		return
 	}
-	r.known = known
 	var b [8]byte
 	_, _ = rand.Read(b[:])
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.known = known
 	r.origin = hex.EncodeToString(b[:])
 	r.bus = bus
+	if r.n > 0 && !r.closed && r.unlisten == nil {
+		r.unlisten = r.bus.SubscribeEvents(r.fromPeer)
+	}
 }
 
 // subscribe adds a peer subscriber, listening to the store if it is the

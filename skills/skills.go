@@ -252,29 +252,20 @@ func (m *Module) buildPack(s *world.Skill) *pack {
 
 // Validate keeps the roster, makes the module the roster's explainer of
 // skill tools, and registers, for every agent, the tools of the skills
-// the store says it holds. A world with skill packs opens the store for
-// it (a command that only reads the world sees the acquired tools too).
+// the store says it holds — when the command opened the store
+// (engine.Env.OpenedStore): a command that only checks the world's files
+// opens none, and sees no agent's acquired skills.
 func (m *Module) Validate(r *roster.Roster) error {
 	m.mu.Lock()
 	m.roster = r
 	env := m.env
-	hasPacks := false
-	for _, set := range m.packs {
-		hasPacks = hasPacks || len(set) > 0
-	}
 	m.mu.Unlock()
 	r.SetRunTimeSource(m)
-	if !hasPacks {
-		if _, ok := env.OpenedStore(); !ok {
-			return nil
-		}
+	if _, ok := env.OpenedStore(); !ok {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := env.Store(ctx); err != nil {
-		m.log.Warn("skills: no store, so no agent's acquired skills are loaded", "err", err)
-		return nil
-	}
 	if err := m.reconcileAll(ctx); err != nil {
 		m.log.Warn("skills: reading the agents' skill state failed", "err", err)
 	}
@@ -282,13 +273,10 @@ func (m *Module) Validate(r *roster.Roster) error {
 }
 
 // Start acquires the skills each agent's config.md lists under "##
-// Skills" (held from the agent's start), listens to the other processes'
-// skill events, and reconciles every agent now and then in case one was
-// lost. It runs in `armory serve` only.
+// Skills" (held from the agent's start) and follows the other processes'
+// skill changes (Follow). It runs in `armory serve` only.
 func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
-	m.mu.Lock()
-	h, env := m.roster, m.env
-	m.mu.Unlock()
+	h := m.rosterOf()
 	if h == nil {
 		return nil
 	}
@@ -302,8 +290,26 @@ func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
 			}
 		}
 	}
-	// Peers' events are handled by one worker, through a bounded queue:
-	// when it is full, the next resync catches up.
+	stop := m.Follow()
+	if !rt.Go(func() { <-ctx.Done(); stop() }) {
+		stop()
+	}
+	return nil
+}
+
+// Follow keeps this process's registries in step with the other
+// processes' skill changes until the returned func is called (or the
+// module closes): it reconciles what each peer's skill event names, and
+// every Options.Resync in case an event was lost. A long-lived process
+// calls it: `armory serve` (through Start) and `armory mcp`, so a
+// connected client's tools/list follows an acquire made elsewhere.
+// Events wait in a bounded queue; when it is full, the next resync
+// catches up.
+func (m *Module) Follow() (stop func()) {
+	m.mu.Lock()
+	env := m.env
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(context.Background())
 	queue := make(chan pipeline.Event, 256)
 	unsub := env.SubscribePeers(func(ev pipeline.Event) {
 		if ev.Kind != EventSkill {
@@ -314,10 +320,9 @@ func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
 		default:
 		}
 	})
-	m.mu.Lock()
-	m.unsub = append(m.unsub, unsub)
-	m.mu.Unlock()
-	rt.Go(func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
 		t := time.NewTicker(m.opts.Resync)
 		defer t.Stop()
 		for {
@@ -333,8 +338,19 @@ func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
 				}
 			}
 		}
-	})
-	return nil
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			unsub()
+			cancel()
+			<-done
+		})
+	}
+	m.mu.Lock()
+	m.unsub = append(m.unsub, stop)
+	m.mu.Unlock()
+	return stop
 }
 
 // Close stops listening to events.

@@ -85,15 +85,16 @@ func (es *eventStream) waitFor(t *testing.T, what string, ok func(pipeline.Event
 func TestCLIEventsReachTheServer(t *testing.T) {
 	w := initWorld(t)
 	env := []string{"ARMORY_WORLD=" + w}
-	s := startServe(t, w)
-	// Nobody watches the server's events yet: it listens to no other
-	// process, so a CLI call beside it writes no event anywhere.
+	// No process listens yet (no server runs): a CLI call writes no event
+	// anywhere. A server listens from its start (it follows the other
+	// processes' skill changes).
 	if r := armoryCmd(t, env, "call", "architect", "workspace.list", "--args", `{}`); r.code != 0 {
 		t.Fatalf("call: %+v", r)
 	}
 	if n := testenv.SQLiteRows(t, filepath.Join(w, ".armory", "armory.db-events"), "events"); n != 0 {
 		t.Fatalf("%d events written while no process listened", n)
 	}
+	s := startServe(t, w)
 	ev := streamEvents(t, s.url, s.admin)
 
 	r := armoryCmd(t, env, "call", "architect", "workspace.delete", "--args", `{"path":"notes.txt"}`)

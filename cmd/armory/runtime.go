@@ -31,10 +31,23 @@ func (a *app) engine(ctx context.Context, skip engine.Part) (*engine.Engine, err
 	return e, nil
 }
 
-// open loads the world named by --world, with the tools of its upstream
-// MCP servers (whose pins open the store); for the commands that read the
-// world and run no tool.
+// open loads the world named by --world with its store, for the commands
+// that show what agents have and run no tool (tool list, access explain):
+// the store says which skills an agent acquired, so the view is the one a
+// server shows.
 func (a *app) open() (*roster.Roster, error) {
+	e, err := a.engine(context.Background(), engine.Trail|engine.Pipeline)
+	if err != nil {
+		return nil, err
+	}
+	return e.Roster(), nil
+}
+
+// openWorld loads the world named by --world, with the tools of its
+// upstream MCP servers (whose pins open the store), and opens the store
+// for nothing else: for the commands that check or tour the world's files
+// (world check must not create a store in a world folder).
+func (a *app) openWorld() (*roster.Roster, error) {
 	e, err := a.engine(context.Background(), engine.Store|engine.Trail|engine.Pipeline)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/server"
+	"github.com/armory-dev/armory/skills"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
@@ -169,6 +170,11 @@ func (a *app) mcpCmd() *cobra.Command {
 			ms, err := srv.MCPServer(args[0])
 			if err != nil {
 				return err
+			}
+			// The client's tools/list follows skills acquired or dropped by
+			// other processes (a server, a CLI command) while it runs.
+			if sk, ok := e.Module(skills.Name).(*skills.Module); ok {
+				defer sk.Follow()()
 			}
 			if err := ms.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil {
 				return armory.E("mcp", armory.KindUnavailable, "the MCP session ended", err)

@@ -40,7 +40,7 @@ func (a *app) worldCmd() *cobra.Command {
 		Short: "Validate the world: exit 0 when valid (warnings on stderr), 2 with every error (--strict: warnings too)",
 		Args:  exactArgs(),
 		RunE: func(c *cobra.Command, args []string) error {
-			h, err := a.open()
+			h, err := a.openWorld()
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ func (a *app) demoCmd() *cobra.Command {
 			// The same engine a world command opens (the modules' tools,
 			// the world services among them), on the temporary copy.
 			a.world = wdir
-			h, err := a.open()
+			h, err := a.openWorld()
 			if err != nil {
 				return err
 			}
