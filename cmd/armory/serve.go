@@ -20,8 +20,8 @@ import (
 	"github.com/armory-dev/armory/roster"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/server"
-	"github.com/armory-dev/armory/skills"
 	"github.com/armory-dev/armory/services"
+	"github.com/armory-dev/armory/skills"
 	"github.com/armory-dev/armory/store"
 	"github.com/armory-dev/armory/world"
 )
