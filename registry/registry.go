@@ -338,6 +338,21 @@ func SameTool(a, b armory.Tool) bool {
 	return a == b
 }
 
+// RunTimeTools returns the tools registered at run time (not catalog
+// tools) that the registry holds, in no order; nil when none.
+func (r *Registry) RunTimeTools() []armory.Tool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.extra) == 0 {
+		return nil
+	}
+	out := make([]armory.Tool, 0, len(r.extra))
+	for _, t := range r.extra {
+		out = append(out, t)
+	}
+	return out
+}
+
 // RunTime reports whether name is a tool registered at run time (not a
 // catalog tool) that the registry holds.
 func (r *Registry) RunTime(name string) bool {

@@ -542,10 +542,10 @@ func (m *Module) apply(ctx context.Context, ag *roster.Agent, states []*store.Sk
 			}
 		}
 	}
-	for _, t := range ag.Registry.Tools() {
+	for _, t := range ag.Registry.RunTimeTools() {
 		st, ok := t.(*Tool)
-		if !ok || !ag.Registry.RunTime(st.Spec().Name) {
-			continue
+		if !ok {
+			continue // another module's or a library user's
 		}
 		if k := keep[st.Spec().Name]; k != st {
 			if err := h.Unregister(ag, st.Spec().Name); err != nil {
