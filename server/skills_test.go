@@ -537,3 +537,21 @@ func TestSkillToolkitInstructions(t *testing.T) {
 		t.Fatalf("instructions after the drop: %q", got)
 	}
 }
+
+// A drop the store refuses is an error (503), never "dropped": the agent
+// keeps the skill's tool. (A drop that was made but could not be audited
+// is a 503 too, whose message says it was done.)
+func TestSkillDropWithoutStore(t *testing.T) {
+	e := serveSkills(t, testenv.ExampleWorld(t), filepath.Join(t.TempDir(), "armory.db"))
+	if status, body, _ := e.do("POST", "/api/agents/architect/skills/text-tools/acquire", e.admin, ""); status != 200 {
+		t.Fatalf("acquire: %d %s", status, body)
+	}
+	e.st.Close()
+	status, body, _ := e.do("POST", "/api/agents/architect/skills/text-tools/drop", e.admin, "")
+	if status != 503 || kindOf(t, body) != "unavailable" || strings.Contains(body, `"dropped"`) {
+		t.Fatalf("drop on a closed store: %d %s", status, body)
+	}
+	if !slices.Contains(regNames(t, e.h, "architect"), grepTool) {
+		t.Fatal("the failed drop took the tool away")
+	}
+}

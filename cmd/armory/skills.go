@@ -180,8 +180,9 @@ func (a *app) skillsCmd() *cobra.Command {
 		Short: "Make an agent drop a skill: its tools leave the agent's (audited as yours)",
 		Args:  exactArgs("AGENT", "SKILL"),
 	}, 0, func(ctx context.Context, m *skills.Module, p *pipeline.Pipeline, args []string) error {
-		err := m.Drop(ctx, p, args[0], args[1], pipeline.ViaCLI)
-		if err := a.done(err == nil || armory.KindOf(err) == armory.KindUnavailable, err); err != nil {
+		// As over REST: a drop the store refused and one made but not
+		// audited look alike (KindUnavailable), so neither says "dropped".
+		if err := m.Drop(ctx, p, args[0], args[1], pipeline.ViaCLI); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "%s: skill %s dropped\n", args[0], args[1])
