@@ -290,6 +290,26 @@ func testSkillToolsCrossReplicas(t *testing.T, db string) {
 		t.Fatalf("syscall.skill.drop on B: %v %+v", err, r)
 	}
 	onA.expectChange(ctx, grepTool, false, "A, after the agent's drop on B")
+
+	// A skill removed through A leaves B's agents too: held again, then
+	// removed, its tool goes from B's client.
+	onB.drain()
+	if status, body, _ := a.do("POST", "/api/agents/architect/skills/text-tools/acquire", a.admin, ""); status != 200 {
+		t.Fatalf("acquire through A: %d %s", status, body)
+	}
+	onB.expectChange(ctx, grepTool, true, "B, after the acquire before the removal")
+	onB.drain()
+	status, body, _ = a.do("DELETE", "/api/skills/text-tools", a.admin, "")
+	if rm := decode[struct {
+		HeldBy []string `json:"held_by"`
+	}](t, "remove through A", status, body, 200); !slices.Equal(rm.HeldBy, []string{"architect", "researcher"}) {
+		t.Fatalf("remove through A: %s", body)
+	}
+	onB.expectChange(ctx, grepTool, false, "B, after the removal through A")
+	status, body, _ = b.do("GET", "/api/skills", b.admin, "")
+	if l := decode[struct{ Skills []skills.SkillSummary }](t, "B's list after the removal", status, body, 200); len(l.Skills) != 0 {
+		t.Fatalf("B still lists the removed skill: %s", body)
+	}
 }
 
 // The /api/skills routes: a person's (admin token) list, show, install,
