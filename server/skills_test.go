@@ -560,7 +560,8 @@ func TestSkillToolkitInstructions(t *testing.T) {
 
 // A drop the store refuses is an error (503), never "dropped": the agent
 // keeps the skill's tool. (A drop that was made but could not be audited
-// is a 503 too, whose message says it was done.)
+// is a 503 too, whose message says it was done.) Every other route says
+// 503 as well when the store fails.
 func TestSkillDropWithoutStore(t *testing.T) {
 	e := serveSkills(t, testenv.ExampleWorld(t), filepath.Join(t.TempDir(), "armory.db"))
 	if status, body, _ := e.do("POST", "/api/agents/architect/skills/text-tools/acquire", e.admin, ""); status != 200 {
@@ -573,5 +574,11 @@ func TestSkillDropWithoutStore(t *testing.T) {
 	}
 	if !slices.Contains(regNames(t, e.h, "architect"), grepTool) {
 		t.Fatal("the failed drop took the tool away")
+	}
+	// The store's failure is the store's (503), not a bug of the server's.
+	for _, c := range [][2]string{{"POST", "/api/agents/scribe/skills/text-tools/acquire"}, {"GET", "/api/skills"}, {"DELETE", "/api/skills/text-tools"}} {
+		if status, body, _ := e.do(c[0], c[1], e.admin, ""); status != 503 || kindOf(t, body) != "unavailable" {
+			t.Errorf("%s %s on a closed store: %d %s", c[0], c[1], status, body)
+		}
 	}
 }
