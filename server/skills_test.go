@@ -582,3 +582,30 @@ func TestSkillDropWithoutStore(t *testing.T) {
 		}
 	}
 }
+
+// A change another process makes while a server is being built — after
+// its engine read the skill state (Open), before its module listens to
+// the other processes (Start) — reaches the server when it starts, not
+// only at the next resync (here an hour away).
+func TestSkillChangeBeforeStart(t *testing.T) {
+	dsn := postgresSchema(t)
+	dir := testenv.ExampleWorld(t)
+	a := serveSkills(t, dir, dsn)
+	b := serve(t, engine.Options{World: dir, DB: dsn, Modules: []engine.Module{skills.New(skills.Options{Resync: time.Hour})}}, server.Options{})
+	if status, body, _ := a.do("POST", "/api/agents/architect/skills/text-tools/acquire", a.admin, ""); status != 200 {
+		t.Fatalf("acquire through A: %d %s", status, body)
+	}
+	if slices.Contains(regNames(t, b.h, "architect"), grepTool) {
+		t.Fatal("B has the tool before it started: the test shows nothing")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := b.eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !slices.Contains(regNames(t, b.h, "architect"), grepTool); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // a bound, not a timing check
+			t.Fatal("B never registered the skill acquired while it was being built")
+		}
+	}
+}

@@ -265,6 +265,12 @@ func (m *Module) Start(ctx context.Context, rt engine.Runtime) error {
 	m.unsub = append(m.unsub, unsub)
 	m.mu.Unlock()
 	rt.Go(func() {
+		// A change another process made after Validate read the state and
+		// before the subscription above raised an event nobody here heard:
+		// read the state once more now that events are heard.
+		if err := m.reconcileAll(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("skills: reading the agents' skill state failed", "err", err)
+		}
 		t := time.NewTicker(m.opts.Resync)
 		defer t.Stop()
 		for {
