@@ -329,7 +329,7 @@ func TestCLINetworkAllowList(t *testing.T) {
 	// Bad entries are errors at file:line.
 	appendFile(t, filepath.Join(w2, "archetype", "researcher", "config.md"), "\n## Network\n- 10.0.0.1/8\n")
 	r = armoryCmd(t, nil, "--world", w2, "world", "check")
-	if r.code != exitInvalid || !strings.Contains(r.stderr, "archetype/researcher/config.md:10: network: \"10.0.0.1/8\" has host bits set") {
+	if r.code != exitInvalid || !strings.Contains(r.stderr, "archetype/researcher/config.md:13: network: \"10.0.0.1/8\" has host bits set") {
 		t.Errorf("bad entry: %+v", r)
 	}
 }
