@@ -54,6 +54,11 @@ func Write(dir string) (err error) {
 			return err
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(p))
+		if d.IsDir() && d.Name() == ".armory" {
+			// A world's runtime state (its store, trail): never part of the
+			// example, even when a run from the source tree left one in it.
+			return fs.SkipDir
+		}
 		if d.IsDir() {
 			return os.MkdirAll(dst, 0o755)
 		}

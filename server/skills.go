@@ -87,8 +87,14 @@ func (s *Server) skillRoutes(mux *http.ServeMux) {
 		return "syscall.skill.acquire", map[string]any{"name": r.PathValue("name")}, own(r, agent)
 	})
 	route("POST /api/agents/{id}/skills/{name}/drop", func(w http.ResponseWriter, r *http.Request, m SkillsAPI) {
-		err := m.Drop(r.Context(), s.p, r.PathValue("id"), r.PathValue("name"), pipeline.ViaREST)
-		s.written(w, r, err == nil || armory.KindOf(err) == armory.KindUnavailable, map[string]any{"agent": r.PathValue("id"), "skill": r.PathValue("name"), "dropped": true}, err)
+		// Drop returns no value: a drop the store refused and one made but
+		// not audited are both KindUnavailable, so neither is answered as
+		// done (the second's message says that it was).
+		if err := m.Drop(r.Context(), s.p, r.PathValue("id"), r.PathValue("name"), pipeline.ViaREST); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"agent": r.PathValue("id"), "skill": r.PathValue("name"), "dropped": true})
 	}, func(r *http.Request, agent string) (string, map[string]any, error) {
 		return "syscall.skill.drop", map[string]any{"name": r.PathValue("name")}, own(r, agent)
 	})

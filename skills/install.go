@@ -15,6 +15,7 @@ import (
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/netguard"
 	"github.com/armory-dev/armory/roster"
+	"github.com/armory-dev/armory/store"
 	args "github.com/armory-dev/armory/toolargs"
 	"github.com/armory-dev/armory/world"
 )
@@ -259,7 +260,7 @@ func (m *Module) remove(ctx context.Context, name string) ([]string, error) {
 	}
 	agents, err := ss.ForgetSkill(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, store.Err(op, err)
 	}
 	if err := m.reconcileAll(ctx); err != nil {
 		m.log.Warn("skills: reconcile after a removal failed", "skill", name, "err", err)

@@ -323,6 +323,12 @@ func (m *Module) Follow() (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		// A change another process made after Validate read the state and
+		// before the subscription above raised an event nobody here heard:
+		// read the state once more now that events are heard.
+		if err := m.reconcileAll(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("skills: reading the agents' skill state failed", "err", err)
+		}
 		t := time.NewTicker(m.opts.Resync)
 		defer t.Stop()
 		for {

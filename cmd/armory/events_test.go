@@ -86,15 +86,23 @@ func TestCLIEventsReachTheServer(t *testing.T) {
 	w := initWorld(t)
 	env := []string{"ARMORY_WORLD=" + w}
 	// No process listens yet (no server runs): a CLI call writes no event
-	// anywhere. A server listens from its start (it follows the other
-	// processes' skill changes).
+	// anywhere.
 	if r := armoryCmd(t, env, "call", "architect", "workspace.list", "--args", `{}`); r.code != 0 {
 		t.Fatalf("call: %+v", r)
 	}
 	if n := testenv.SQLiteRows(t, filepath.Join(w, ".armory", "armory.db-events"), "events"); n != 0 {
 		t.Fatalf("%d events written while no process listened", n)
 	}
+	// A server listens to the other processes from its start (its skills
+	// module follows their skill changes: docs/skills.md), so a CLI call
+	// beside it writes its events.
 	s := startServe(t, w)
+	if r := armoryCmd(t, env, "call", "architect", "workspace.list", "--args", `{}`); r.code != 0 {
+		t.Fatalf("call: %+v", r)
+	}
+	if n := testenv.SQLiteRows(t, filepath.Join(w, ".armory", "armory.db-events"), "events"); n == 0 {
+		t.Fatal("no event written beside a listening server")
+	}
 	ev := streamEvents(t, s.url, s.admin)
 
 	r := armoryCmd(t, env, "call", "architect", "workspace.delete", "--args", `{"path":"notes.txt"}`)

@@ -84,6 +84,10 @@ func initWorld(t *testing.T, config ...string) string {
 	if r.code != 0 || !strings.Contains(r.stdout, "wrote an example world") {
 		t.Fatalf("init: %+v", r)
 	}
+	// A new world has no store yet: the first command that needs one makes it.
+	if _, err := os.Stat(filepath.Join(dir, ".armory")); err == nil {
+		t.Fatal("armory init wrote a .armory folder (a store) into the new world")
+	}
 	for _, c := range config {
 		appendFile(t, filepath.Join(dir, "world-config.yaml"), "\n"+c+"\n")
 	}

@@ -99,32 +99,6 @@ func (a *app) skillsCmd() *cobra.Command {
 		Short: "Install a skill into the world's skills/ (audited as yours; agents then acquire it)",
 		Args:  exactArgs(),
 	}, 0, func(ctx context.Context, m *skills.Module, p *pipeline.Pipeline, _ []string) error {
-		n := 0
-		for _, s := range []string{req.Path, req.URL, req.Name, mcpName} {
-			if s != "" {
-				n++
-			}
-		}
-		switch {
-		case mcpName != "":
-			req.Source, req.Name = skills.SourceMCPServer, mcpName
-			req.Server = &skills.MCPServerDef{Command: strings.Fields(mcpCommand), URL: mcpURL}
-			if noSandbox {
-				req.Server.Sandbox = false
-			}
-			if (mcpCommand == "") == (mcpURL == "") {
-				return armory.E("skills install", armory.KindUsage, "--mcp NAME needs one of --command 'PROGRAM ARGS…' or --server-url URL")
-			}
-		case req.Path != "":
-			req.Source = skills.SourceFolder
-		case req.URL != "":
-			req.Source = skills.SourceURL
-		case req.Name != "":
-			req.Source = skills.SourceBuiltin
-		}
-		if n > 1 || req.Source == "" {
-			return armory.E("skills install", armory.KindUsage, "give one of --folder DIR, --url URL, --builtin NAME or --mcp NAME (built-in skills: "+strings.Join(m.BuiltinNames(), ", ")+")")
-		}
 		res, err := m.Install(ctx, p, req, pipeline.ViaCLI)
 		if err := a.done(res.Dir != "", err); err != nil {
 			return err
@@ -137,6 +111,32 @@ func (a *app) skillsCmd() *cobra.Command {
 			fmt.Fprintf(a.stdout, "%s skill %s in %s (tools: %s)\nan agent acquires it with syscall.skill.acquire, or: armory skills acquire AGENT %s\n", verb, res.Skill.Name, res.Dir, orNone(res.Skill.Tools), res.Skill.Name)
 		})
 	})
+	// Exactly one source, checked before anything is opened.
+	install.PreRunE = func(*cobra.Command, []string) error {
+		n := 0
+		for src, v := range map[string]string{skills.SourceFolder: req.Path, skills.SourceURL: req.URL, skills.SourceBuiltin: req.Name, skills.SourceMCPServer: mcpName} {
+			if v != "" {
+				n++
+				req.Source = src
+			}
+		}
+		if n != 1 {
+			return armory.E("skills install", armory.KindUsage, "give one of --folder DIR, --url URL, --builtin NAME or --mcp NAME (built-in skills: "+strings.Join(a.builtinSkills(), ", ")+")")
+		}
+		if req.Source == skills.SourceMCPServer {
+			if (mcpCommand == "") == (mcpURL == "") {
+				return armory.E("skills install", armory.KindUsage, "--mcp NAME needs one of --command 'PROGRAM ARGS…' or --server-url URL")
+			}
+			req.Name = mcpName
+			req.Server = &skills.MCPServerDef{Command: strings.Fields(mcpCommand), URL: mcpURL}
+			if noSandbox {
+				req.Server.Sandbox = false
+			}
+		} else if mcpCommand != "" || mcpURL != "" || noSandbox {
+			return armory.E("skills install", armory.KindUsage, "--command, --server-url and --no-sandbox go with --mcp NAME")
+		}
+		return nil
+	}
 	install.Flags().StringVar(&req.Path, "folder", "", "a skill folder on this machine (it holds SKILL.md)")
 	install.Flags().StringVar(&req.URL, "url", "", "an archive (zip, tar, tar.gz) to fetch; the network guard of tool.fetch applies")
 	install.Flags().StringVar(&req.Name, "builtin", "", "one of Armory's built-in skills")
@@ -195,14 +195,26 @@ func (a *app) skillsCmd() *cobra.Command {
 		Short: "Make an agent drop a skill: its tools leave the agent's (audited as yours)",
 		Args:  exactArgs("AGENT", "SKILL"),
 	}, 0, func(ctx context.Context, m *skills.Module, p *pipeline.Pipeline, args []string) error {
-		err := m.Drop(ctx, p, args[0], args[1], pipeline.ViaCLI)
-		if err := a.done(err == nil || armory.KindOf(err) == armory.KindUnavailable, err); err != nil {
+		// As over REST: a drop the store refused and one made but not
+		// audited look alike (KindUnavailable), so neither says "dropped".
+		if err := m.Drop(ctx, p, args[0], args[1], pipeline.ViaCLI); err != nil {
 			return err
 		}
 		fmt.Fprintf(a.stdout, "%s: skill %s dropped\n", args[0], args[1])
 		return nil
 	})
 	return group("skills", "The world's skill packs (SKILL.md folders with their tools): list, show, install, remove, acquire, drop", list, show, install, remove, acquire, drop)
+}
+
+// builtinSkills names the built-in skill packs (of the command's skills
+// module, which is not provisioned yet).
+func (a *app) builtinSkills() []string {
+	for _, m := range a.modules {
+		if sm, ok := m.(*skills.Module); ok {
+			return sm.BuiltinNames()
+		}
+	}
+	return nil
 }
 
 func yesNo(b bool) string {
