@@ -235,26 +235,52 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 	return res, nil
 }
 
-// drop records that ag no longer holds skill name and unregisters its
-// tools. Dropping a skill the agent does not hold is KindNotFound.
-func (m *Module) drop(ctx context.Context, ag *roster.Agent, name string) error {
+// drop ends ag's hold on skill name — acquired (its tools are
+// unregistered) or only activated (a hold too: it counts toward
+// store.MaxSkillHolds) — and reports whether ag had acquired it.
+// Dropping a skill the agent does not hold is KindNotFound, naming those
+// it holds.
+func (m *Module) drop(ctx context.Context, ag *roster.Agent, name string) (acquired bool, err error) {
 	const op = "syscall.skill.drop"
 	ss, err := m.states(ctx)
 	if err != nil {
-		return err
+		return false, err
+	}
+	states, _, err := ss.ListSkillStates(ctx, ag.ID, store.Page{Limit: store.MaxSkillHolds})
+	if err != nil {
+		return false, store.Err(op, err)
+	}
+	var held []string
+	found := false
+	for _, st := range states {
+		if st.Skill == name {
+			found, acquired = true, st.Acquired
+			continue
+		}
+		held = append(held, st.Skill)
+	}
+	notHeld := func() error {
+		have := "none"
+		if len(held) > 0 {
+			have = strings.Join(held, ", ")
+		}
+		return armory.E(op, armory.KindNotFound, fmt.Sprintf("you do not hold skill %q; nothing to drop (skills you hold: %s)", name, have))
+	}
+	if !found {
+		return false, notHeld()
 	}
 	_, changed, err := ss.SetSkillAcquired(ctx, ag.ID, name, false)
 	if err != nil {
-		return store.Err(op, err)
+		return false, store.Err(op, err)
 	}
 	if err := m.reconcile(ctx, ag); err != nil {
-		return err
+		return false, err
 	}
-	if !changed {
-		return armory.E(op, armory.KindNotFound, fmt.Sprintf("you have not acquired skill %q; nothing to drop", name))
+	if !changed { // dropped meanwhile, by another call
+		return false, notHeld()
 	}
 	m.publish("agent:" + ag.ID)
-	return nil
+	return acquired, nil
 }
 
 func (m *Module) runAcquire(ctx context.Context, ag *roster.Agent, raw json.RawMessage) armory.Result {
@@ -287,10 +313,15 @@ func (m *Module) runDrop(ctx context.Context, ag *roster.Agent, raw json.RawMess
 	if err := args.Decode("syscall.skill.drop", raw, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	if err := m.drop(ctx, ag, a.Name); err != nil {
+	acquired, err := m.drop(ctx, ag, a.Name)
+	if err != nil {
 		return armory.FailErr(err)
 	}
-	return armory.Result{Success: true, Text: fmt.Sprintf("Dropped skill %s; its tools are gone.", a.Name), Value: map[string]any{"skill": a.Name, "dropped": true}}
+	text := fmt.Sprintf("Dropped skill %s; its tools are gone.", a.Name)
+	if !acquired {
+		text = fmt.Sprintf("Dropped skill %s (you had activated it, not acquired it: it gave you no tools).", a.Name)
+	}
+	return armory.Result{Success: true, Text: text, Value: map[string]any{"skill": a.Name, "dropped": true, "acquired": acquired}}
 }
 
 func (m *Module) runActivate(ctx context.Context, ag *roster.Agent, raw json.RawMessage) armory.Result {
