@@ -209,7 +209,7 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 	}
 	_, changed, err := ss.SetSkillAcquired(ctx, ag.ID, name, true)
 	if err != nil {
-		return AcquireResult{}, store.Err(op, err)
+		return AcquireResult{}, holdErr(op, ag.ID, err)
 	}
 	if err := m.reconcile(ctx, ag); err != nil {
 		return AcquireResult{}, err
@@ -233,6 +233,15 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 		res.Unavailable = p.unavailable
 	}
 	return res, nil
+}
+
+// holdErr is the error of a store change that would give agent one more
+// hold: the bound (store.ErrConflict) said plainly, with what to do.
+func holdErr(op, agent string, err error) error {
+	if errors.Is(err, store.ErrConflict) {
+		return armory.E(op, armory.KindConflict, fmt.Sprintf("agent %s holds %d skills (acquired or activated), the most an agent may hold; drop one first (syscall.skill.drop)", agent, store.MaxSkillHolds))
+	}
+	return store.Err(op, err)
 }
 
 // drop ends ag's hold on skill name — acquired (its tools are
@@ -342,7 +351,7 @@ func (m *Module) runActivate(ctx context.Context, ag *roster.Agent, raw json.Raw
 	}
 	_, changed, err := ss.SetSkillActive(ctx, ag.ID, a.Name, true)
 	if err != nil {
-		return armory.FailErr(store.Err(op, err))
+		return armory.FailErr(holdErr(op, ag.ID, err))
 	}
 	if changed {
 		m.publish("agent:" + ag.ID)
