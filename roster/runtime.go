@@ -63,22 +63,27 @@ func (h *Roster) DecideRunTime(ag *Agent, t armory.Tool) access.Decision {
 		}
 	}
 	in := access.Input{Tool: name, Defined: true, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: unmet, Sources: ag.src}
-	if h.Catalog.Has(name) {
+	if h.Taken(name) {
 		in.Withheld = []string{fmt.Sprintf("the world defines a tool named %s already; a tool added at run time cannot take its name", name)}
 	}
 	return access.Decide(in)
 }
 
+// Taken reports whether name is a tool name of the world that no tool
+// added at run time may take: a catalog tool's, or a pipeline tool's
+// (reserved even while no agent gets it).
+func (h *Roster) Taken(name string) bool { return h.Catalog.Has(name) || pipelineName(name) }
+
 // Register adds the run-time tool t to agent ag's registry when the
 // policy lets ag have it (DecideRunTime), and returns the decision.
 // Errors (*armory.Error): KindPermission when the policy withholds it
-// (the message gives the reasons); KindConflict for a name the catalog
-// defines or the registry holds already; KindInvalid for a bad name.
+// (the message gives the reasons); KindConflict for a name the world
+// defines (Taken) or the registry holds already; KindInvalid for a bad name.
 // Safe for concurrent use.
 func (h *Roster) Register(ag *Agent, t armory.Tool) (access.Decision, error) {
 	const op = "roster.Register"
 	name := t.Spec().Name
-	if h.Catalog.Has(name) {
+	if h.Taken(name) {
 		return access.Decision{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world defines a tool named %s already; a tool added at run time cannot take its name", name))
 	}
 	d := h.DecideRunTime(ag, t)

@@ -150,7 +150,7 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 		return Installed{}, armory.E(op, armory.KindInvalid, "the skill is not valid: "+diagText(ds.Errors()))
 	}
 	for _, t := range s.Tools() {
-		if h.Catalog.Has(t) {
+		if h.Taken(t) {
 			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the skill's tool %s has the name of a tool of the world; a skill's tool cannot take it", t))
 		}
 	}
