@@ -31,8 +31,9 @@ type Origin interface {
 type RunTimeSource interface {
 	// About returns, for agent ag, the reasons that say what defines
 	// the run-time tool name and whether ag holds it (ok false when
-	// nothing defines it for ag), and the tool itself when one is
-	// defined (nil otherwise).
+	// nothing defines it for ag), and the tool itself when it is
+	// available in this process (nil for one defined but unavailable:
+	// the reasons say why).
 	About(ag *Agent, name string) (t armory.Tool, reasons []string, ok bool)
 }
 
@@ -120,8 +121,13 @@ func (h *Roster) explainRunTime(ag *Agent, name string) (access.Decision, bool) 
 		t = held
 		known = true
 	}
-	if !known || t == nil {
+	if !known {
 		return access.Decision{}, false
+	}
+	if t == nil {
+		// Defined, but not available in this process (a WASM tool without
+		// a runtime): why, then what the policy would say.
+		return access.Decide(access.Input{Tool: name, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Withheld: about, Sources: ag.src}), true
 	}
 	d := h.DecideRunTime(ag, t)
 	holds := ag.Registry.RunTime(name)

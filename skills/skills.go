@@ -561,7 +561,7 @@ func (m *Module) About(ag *roster.Agent, name string) (armory.Tool, []string, bo
 		return t, []string{fmt.Sprintf("from skill %s (%s): the agent has not acquired it; syscall.skill.acquire {\"name\": %q} loads its tools", skill, where, skill)}, true
 	}
 	if why, ok := p.unavailable[name]; ok {
-		return nil, []string{fmt.Sprintf("from skill %s: unavailable: %s", skill, why)}, false
+		return nil, []string{fmt.Sprintf("from skill %s: unavailable: %s", skill, why)}, true
 	}
 	return nil, nil, false
 }
