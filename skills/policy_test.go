@@ -182,3 +182,16 @@ func TestExplainNotAcquiredSkillTool(t *testing.T) {
 		t.Errorf("explain after the drop (visible %v):\n%s", vis, why)
 	}
 }
+
+// A skill's tool this process cannot build (a WebAssembly tool without a
+// runtime) is explained as unavailable, with why, not as undefined.
+func TestExplainUnavailableSkillTool(t *testing.T) {
+	e := open(t, writeWorld(t, packFiles()), "", Options{})
+	e.mod.mu.Lock()
+	e.mod.packs[""]["text"].unavailable["text.wasm"] = "this process runs no WebAssembly runtime"
+	e.mod.mu.Unlock()
+	vis, why := e.explain("dev", "text.wasm")
+	if vis || !strings.Contains(why, "from skill text: unavailable: this process runs no WebAssembly runtime") || strings.Contains(why, "no tool named") {
+		t.Fatalf("explain (visible %v):\n%s", vis, why)
+	}
+}
