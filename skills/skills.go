@@ -112,7 +112,8 @@ func New(o Options) *Module {
 	if o.Builtin == nil {
 		o.Builtin = shippedPacks()
 	}
-	o.fetch = o.fetch.withDefaults()
+	// o.fetch keeps its zero fields: each use takes the defaults, and a
+	// nil Guard lets an install dial under the caller's allow-list.
 	return &Module{opts: o, held: map[string]*agentView{}, agentMu: map[string]*sync.Mutex{}}
 }
 
