@@ -147,7 +147,13 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 	ds = nil
 	s := world.LoadSkill(worldDir, "skills/"+stageRel+"/"+name, &ds)
 	if s == nil || len(ds.Errors()) > 0 {
-		return Installed{}, armory.E(op, armory.KindInvalid, "the skill is not valid: "+diagText(ds.Errors()))
+		// Named as the pack's own files (memo/toolbox.yaml:6), not the
+		// staging folder's, which is gone by the time anyone reads this.
+		errs := ds.Errors()
+		for i := range errs {
+			errs[i].File = strings.TrimPrefix(errs[i].File, "skills/"+stageRel+"/")
+		}
+		return Installed{}, armory.E(op, armory.KindInvalid, "the skill is not valid: "+diagText(errs))
 	}
 	for _, t := range s.Tools() {
 		if h.Taken(t) {
