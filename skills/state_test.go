@@ -1,0 +1,120 @@
+package skills
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// Skill state is durable: an engine opened later on the same store
+// registers the acquired skills' tools as it opens (before any call),
+// keeps the activations, and forgets a hold on a pack gone from disk
+// without failing.
+func TestStateSurvivesARestart(t *testing.T) {
+	dir := writeWorld(t, packFiles())
+	db := filepath.Join(t.TempDir(), "armory.db")
+	first := open(t, dir, db, Options{})
+	first.ok("dev", "syscall.skill.acquire", `{"name":"text"}`, nil)
+	first.ok("dev", "syscall.skill.acquire", `{"name":"notes"}`, nil)
+	first.ok("guest", "syscall.skill.activate", `{"name":"plain"}`, nil)
+	first.ok("guest", "syscall.skill.acquire", `{"name":"text"}`, nil)
+	if err := first.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	second := open(t, dir, db, Options{})
+	dev, guest := second.agent("dev"), second.agent("guest")
+	if !dev.Registry.Has("text.count") || !dev.Registry.Has("text.search") {
+		t.Fatalf("dev's tools after the restart: %v", dev.Registry.Specs())
+	}
+	if !guest.Registry.Has("text.count") || guest.Registry.Has("text.search") {
+		t.Fatalf("guest's tools after the restart (text.search is withheld): %v", guest.Registry.Specs())
+	}
+	if src := second.source("dev", "text.count"); src != "skill text" {
+		t.Fatalf("source after the restart: %q", src)
+	}
+	var list struct{ Skills []SkillInfo }
+	second.ok("guest", "syscall.skill.list", `{}`, &list)
+	if len(list.Skills) != 2 || !list.Skills[0].Active || list.Skills[0].Acquired || !list.Skills[1].Acquired {
+		t.Fatalf("guest's state after the restart: %+v", list.Skills)
+	}
+	if w := list.Skills[1].Withheld["text.search"]; w == "" {
+		t.Fatalf("the withheld tool's reason after the restart: %+v", list.Skills[1])
+	}
+	if err := second.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pack is gone while nothing runs: the next engine opens, and
+	// nobody holds its tools.
+	if err := os.RemoveAll(filepath.Join(dir, "skills", "text")); err != nil {
+		t.Fatal(err)
+	}
+	third := open(t, dir, db, Options{})
+	if third.agent("dev").Registry.Has("text.count") {
+		t.Fatal("a removed pack's tool is registered")
+	}
+	third.ok("dev", "syscall.skill.list", `{}`, &list)
+	for _, s := range list.Skills {
+		if s.Name == "text" {
+			t.Fatalf("the removed pack is listed: %+v", s)
+		}
+	}
+}
+
+// config.md "## Skills" lists skills an agent holds from its start:
+// engine.Start (armory serve) acquires them; a drop lasts until the next
+// start; an engine that is not started (a short command) acquires none.
+func TestConfigSkillsAcquiredAtStart(t *testing.T) {
+	files := withFiles(packFiles(), map[string]string{
+		"archetype/dev/config.md": "# dev\n\n## Tool Access\nprivilege_groups: devops\n\n## Skills\n- text\n- notes\n",
+	})
+	dir := writeWorld(t, files)
+	db := filepath.Join(t.TempDir(), "armory.db")
+	short := open(t, dir, db, Options{})
+	if short.agent("dev").Registry.Has("text.count") || len(short.holds("dev")) != 0 {
+		t.Fatal("an engine that was not started acquired config.md's skills")
+	}
+	if err := short.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	start := func() *env {
+		t.Helper()
+		e := open(t, dir, db, Options{})
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		if err := e.eng.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	serve := start()
+	if got := serve.holds("dev"); !slices.Equal(got, []string{"notes", "text"}) {
+		t.Fatalf("after start dev holds %v", got)
+	}
+	if !serve.agent("dev").Registry.Has("text.search") {
+		t.Fatal("config.md's skill's tools are not registered at start")
+	}
+	if got := serve.holds("guest"); len(got) != 0 {
+		t.Fatalf("guest holds %v", got)
+	}
+	serve.ok("dev", "syscall.skill.drop", `{"name":"text"}`, nil)
+	if err := serve.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Until the next start, the drop stands.
+	between := open(t, dir, db, Options{})
+	if between.agent("dev").Registry.Has("text.count") || !slices.Equal(between.holds("dev"), []string{"notes"}) {
+		t.Fatalf("between starts dev holds %v", between.holds("dev"))
+	}
+	if err := between.eng.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again := start()
+	if !again.agent("dev").Registry.Has("text.count") || !slices.Equal(again.holds("dev"), []string{"notes", "text"}) {
+		t.Fatalf("after the next start dev holds %v", again.holds("dev"))
+	}
+}
