@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -79,7 +80,11 @@ type Module struct {
 	held map[string]*agentView
 	// agentMu serialises reconciling one agent.
 	agentMu map[string]*sync.Mutex
-	unsub   []func()
+	// reads numbers the reads of skill state from the store, in the order
+	// they begin: a reconcile never applies a view read before one already
+	// applied (concurrent changes of one agent end in the latest state).
+	reads atomic.Uint64
+	unsub []func()
 }
 
 // pack is one loaded skill pack with its tools.
@@ -96,6 +101,7 @@ type agentView struct {
 	acquired map[string]bool // skills whose tools are registered here
 	active   map[string]bool
 	readAt   time.Time
+	read     uint64 // the number of the read applied (Module.reads)
 	// withheld: tool → why the policy keeps it from the agent, for the
 	// skills acquired.
 	withheld map[string]string
@@ -407,6 +413,7 @@ func (m *Module) reconcileAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	read := m.reads.Add(1)
 	want := map[string][]*store.SkillState{}
 	cursor := ""
 	for {
@@ -423,7 +430,7 @@ func (m *Module) reconcileAll(ctx context.Context) error {
 		cursor = next
 	}
 	for _, ag := range h.Agents() {
-		m.apply(ag, want[ag.ID])
+		m.apply(ag, want[ag.ID], read)
 	}
 	return nil
 }
@@ -434,17 +441,20 @@ func (m *Module) reconcile(ctx context.Context, ag *roster.Agent) error {
 	if err != nil {
 		return err
 	}
+	read := m.reads.Add(1)
 	states, _, err := ss.ListSkillStates(ctx, ag.ID, store.Page{Limit: store.MaxSkillHolds})
 	if err != nil {
 		return err
 	}
-	m.apply(ag, states)
+	m.apply(ag, states, read)
 	return nil
 }
 
 // apply registers the tools of the skills states says ag has acquired and
-// unregisters those of the skills it no longer has.
-func (m *Module) apply(ag *roster.Agent, states []*store.SkillState) {
+// unregisters those of the skills it no longer has. states is read number
+// read (Module.reads): older than the view applied already, it is not
+// applied (that view was read later, so it is as new or newer).
+func (m *Module) apply(ag *roster.Agent, states []*store.SkillState, read uint64) {
 	unlock := m.lockAgent(ag.ID)
 	defer unlock()
 	h := m.rosterOf()
@@ -463,7 +473,11 @@ func (m *Module) apply(ag *roster.Agent, states []*store.SkillState) {
 		v = &agentView{acquired: map[string]bool{}, withheld: map[string]string{}}
 		m.held[ag.ID] = v
 	}
+	stale := v.read > read
 	m.mu.Unlock()
+	if stale {
+		return
+	}
 	// Every skill tool the registry holds that no wanted pack provides
 	// (dropped, or its pack removed or replaced) goes.
 	keep := map[string]*Tool{}
@@ -495,7 +509,7 @@ func (m *Module) apply(ag *roster.Agent, states []*store.SkillState) {
 		}
 	}
 	m.mu.Lock()
-	v.acquired, v.active, v.withheld, v.readAt = want, active, withheld, time.Now()
+	v.acquired, v.active, v.withheld, v.readAt, v.read = want, active, withheld, time.Now(), read
 	m.mu.Unlock()
 }
 
