@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 )
 
@@ -116,5 +117,38 @@ func TestConfigSkillsAcquiredAtStart(t *testing.T) {
 	again := start()
 	if !again.agent("dev").Registry.Has("text.count") || !slices.Equal(again.holds("dev"), []string{"notes", "text"}) {
 		t.Fatalf("after the next start dev holds %v", again.holds("dev"))
+	}
+}
+
+// Concurrent acquires and drops of one agent's skill, with resyncs among
+// them: once they are done, the registry holds the skill's tools exactly
+// when the store says the agent holds the skill (a reconcile that read
+// the store earlier never applies its older view over a newer one).
+func TestConcurrentChangesEndInStep(t *testing.T) {
+	e := open(t, writeWorld(t, packFiles()), "", Options{})
+	ctx := context.Background()
+	dev := e.agent("dev")
+	for round := range 20 {
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ag := e.agent("dev")
+				switch i % 3 {
+				case 0:
+					e.mod.acquire(ctx, ag, "text")
+				case 1:
+					e.mod.drop(ctx, ag, "text")
+				default:
+					e.mod.reconcileAll(ctx)
+				}
+			}()
+		}
+		wg.Wait()
+		held := slices.Contains(e.holds("dev"), "text")
+		if has := dev.Registry.Has("text.count"); has != held {
+			t.Fatalf("round %d: the store says dev holds text: %v; the registry holds text.count: %v", round, held, has)
+		}
 	}
 }
