@@ -89,7 +89,10 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 	stageRel := ".incoming-" + randomID()
 	stage := filepath.Join(root, stageRel)
 	defer os.RemoveAll(stage)
-	staged := filepath.Join(stage, "pack")
+	// The stage holds the pack as fetched, then under its own name, and
+	// the replaced pack: names no skill can have ("_" is not allowed), so
+	// none collides with the pack's.
+	staged := filepath.Join(stage, "_new")
 	if err := os.Mkdir(stage, 0o700); err != nil {
 		return Installed{}, armory.E(op, armory.KindUnavailable, "cannot stage the skill", err)
 	}
@@ -166,7 +169,7 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 		if !req.Replace {
 			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world has a skill %q already; pass replace: true to replace it", name))
 		}
-		old := filepath.Join(stage, "old")
+		old := filepath.Join(stage, "_old")
 		if err := os.Rename(target, old); err != nil {
 			return Installed{}, armory.E(op, armory.KindUnavailable, "moving the old skill aside", err)
 		}
