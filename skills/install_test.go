@@ -419,3 +419,21 @@ func TestHumanChangesAuditedAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A pack may be called anything a skill may: "old" and "pack" too, the
+// words an install could use for its own staging.
+func TestInstallReplaceAnyName(t *testing.T) {
+	e := open(t, writeWorld(t, packFiles()), "", Options{})
+	ctx := context.Background()
+	for _, name := range []string{"old", "pack", "incoming"} {
+		files := map[string]string{"SKILL.md": "---\nname: " + name + "\ndescription: d\n---\nx\n"}
+		src := testenv.WriteTree(t, filepath.Join(t.TempDir(), name), files)
+		for _, replace := range []bool{false, true} {
+			res, err := e.mod.Install(ctx, e.eng.Pipeline(), InstallRequest{Source: SourceFolder, Path: src, Replace: replace}, "test")
+			if err != nil || res.Replaced != replace || res.Dir != "skills/"+name {
+				t.Fatalf("install %s (replace %v): %+v %v", name, replace, res, err)
+			}
+			e.noLeftovers()
+		}
+	}
+}
