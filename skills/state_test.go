@@ -7,6 +7,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/internal/testenv"
 )
 
 // Skill state is durable: an engine opened later on the same store
@@ -151,4 +155,62 @@ func TestConcurrentChangesEndInStep(t *testing.T) {
 			t.Fatalf("round %d: the store says dev holds text: %v; the registry holds text.count: %v", round, held, has)
 		}
 	}
+}
+
+// eventually waits until cond holds, failing t if it does not before a
+// bound far beyond any delivery (a hang guard, not a speed check).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: never happened", what)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// A started engine follows the other processes' changes through their
+// skill events: an acquire and a drop of one of its agents, an install
+// and a removal of a pack (with StateTTL and Resync long enough that only
+// the events can explain it).
+func TestPeersEventsReconcile(t *testing.T) {
+	dir := writeWorld(t, packFiles())
+	db := filepath.Join(t.TempDir(), "armory.db")
+	slow := Options{StateTTL: time.Hour, Resync: time.Hour}
+	serve := open(t, dir, db, slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := serve.eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cli := open(t, dir, db, slow)
+	p := cli.eng.Pipeline()
+	dev := serve.agent("dev")
+
+	if _, err := cli.mod.Acquire(ctx, p, "dev", "text", "cli"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the peer's acquire registered", func() bool { return dev.Registry.Has("text.count") })
+	if err := cli.mod.Drop(ctx, p, "dev", "text", "cli"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the peer's drop unregistered", func() bool { return !dev.Registry.Has("text.count") })
+
+	src := testenv.WriteTree(t, filepath.Join(t.TempDir(), "memo"), memoFiles)
+	if _, err := cli.mod.Install(ctx, p, InstallRequest{Source: SourceFolder, Path: src}, "cli"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.mod.Acquire(ctx, p, "guest", "memo", "cli"); err != nil {
+		t.Fatal(err)
+	}
+	guest := serve.agent("guest")
+	eventually(t, "the peer's install and acquire registered", func() bool { return guest.Registry.Has("memo.count") })
+	if _, err := cli.mod.Remove(ctx, p, "memo", "cli"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the peer's removal unregistered", func() bool { return !guest.Registry.Has("memo.count") })
+	serve.refused("guest", "syscall.skill.acquire", `{"name":"memo"}`, armory.KindNotFound, `no skill "memo"`)
 }
