@@ -56,6 +56,12 @@ func (h *Roster) runTimeSource() RunTimeSource {
 // every reason: the policy a catalog tool of that name would meet, and
 // t's requirements.
 func (h *Roster) DecideRunTime(ag *Agent, t armory.Tool) access.Decision {
+	return h.decideRunTime(ag, t, ag.src)
+}
+
+// decideRunTime is DecideRunTime with the reasons naming where each rule
+// was written from src (nil: nowhere).
+func (h *Roster) decideRunTime(ag *Agent, t armory.Tool, src *access.Sources) access.Decision {
 	name := t.Spec().Name
 	var unmet []string
 	for _, r := range t.Manifest().Requires {
@@ -63,7 +69,7 @@ func (h *Roster) DecideRunTime(ag *Agent, t armory.Tool) access.Decision {
 			unmet = append(unmet, why)
 		}
 	}
-	in := access.Input{Tool: name, Defined: true, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: unmet, Sources: ag.src}
+	in := access.Input{Tool: name, Defined: true, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: unmet, Sources: src}
 	if h.Taken(name) {
 		in.Withheld = []string{fmt.Sprintf("the world defines a tool named %s already; a tool added at run time cannot take its name", name)}
 	}
@@ -78,7 +84,9 @@ func (h *Roster) Taken(name string) bool { return h.Catalog.Has(name) || pipelin
 // Register adds the run-time tool t to agent ag's registry when the
 // policy lets ag have it (DecideRunTime), and returns the decision.
 // Errors (*armory.Error): KindPermission when the policy withholds it
-// (the message gives the reasons); KindConflict for a name the world
+// (the message gives the reasons without the files and lines of the
+// world's rules, as it may reach the agent's model, to which config.md is
+// never sent; the decision has them); KindConflict for a name the world
 // defines (Taken) or the registry holds already; KindInvalid for a bad name.
 // Safe for concurrent use.
 func (h *Roster) Register(ag *Agent, t armory.Tool) (access.Decision, error) {
@@ -89,7 +97,8 @@ func (h *Roster) Register(ag *Agent, t armory.Tool) (access.Decision, error) {
 	}
 	d := h.DecideRunTime(ag, t)
 	if !d.Visible {
-		return d, armory.E(op, armory.KindPermission, fmt.Sprintf("agent %s may not have %s: %s", ag.ID, name, joinReasons(d.Reasons)))
+		plain := h.decideRunTime(ag, t, nil)
+		return d, armory.E(op, armory.KindPermission, fmt.Sprintf("agent %s may not have %s: %s", ag.ID, name, joinReasons(plain.Reasons)))
 	}
 	if err := ag.Registry.Register(t); err != nil {
 		return d, err
