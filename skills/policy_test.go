@@ -71,7 +71,7 @@ func TestSkillToolsObeyThePolicy(t *testing.T) {
 			name:  "one tool switched off",
 			files: world("## Tool Access\nprivilege_groups: devops\n\n## Toolkits\ntext.search: false\n", nil),
 			skill: "text", tools: []string{"text.count"},
-			withheld: map[string]string{"text.search": `switched off by its own "text.search: false" line (archetype/a/config.md:7)`},
+			withheld: map[string]string{"text.search": `switched off by its own "text.search: false" line`},
 		},
 		{
 			name: "legacy Tools list",
@@ -106,6 +106,11 @@ func TestSkillToolsObeyThePolicy(t *testing.T) {
 				t.Errorf("withheld %v, want %v", acq.Withheld, tc.withheld)
 			}
 			for tool, why := range tc.withheld {
+				// The reason reaches a model: never where the world's
+				// config files wrote a rule (config.md is never sent to one).
+				if w := acq.Withheld[tool]; strings.Contains(w, "config.md") || strings.Contains(w, "world-config.yaml") {
+					t.Errorf("withheld[%s] names the config files: %q", tool, w)
+				}
 				if !strings.Contains(acq.Withheld[tool], why) {
 					t.Errorf("withheld[%s] = %q, want it to say %q", tool, acq.Withheld[tool], why)
 				}
