@@ -332,8 +332,8 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 			s.License, _ = r.str(p.v, "license")
 		case "compatibility":
 			s.Compatibility, _ = r.str(p.v, "compatibility")
-			if len(s.Compatibility) > MaxSkillCompat {
-				ds.Errorf(file, p.v.Line, "compatibility is %d characters; the limit is %d", len(s.Compatibility), MaxSkillCompat)
+			if n := utf8.RuneCountInString(s.Compatibility); n > MaxSkillCompat {
+				ds.Errorf(file, p.v.Line, "compatibility is %d characters; the limit is %d", n, MaxSkillCompat)
 			}
 		case "metadata":
 			mp, _ := r.mapping(p.v, "metadata")
@@ -367,8 +367,8 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 	case strings.TrimSpace(s.Description) == "":
 		ds.Errorf(file, max(descLine, 2), "front matter: description is required (say what the skill does and when to use it)")
 		bad = true
-	case len(s.Description) > MaxSkillDescription:
-		ds.Errorf(file, descLine, "front matter: description is %d characters; the limit is %d", len(s.Description), MaxSkillDescription)
+	case utf8.RuneCountInString(s.Description) > MaxSkillDescription:
+		ds.Errorf(file, descLine, "front matter: description is %d characters; the limit is %d", utf8.RuneCountInString(s.Description), MaxSkillDescription)
 		bad = true
 	}
 	if bad {
