@@ -303,7 +303,11 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 		return nil
 	}
 	front := strings.Join(lines[:end], "\n")
-	s := &Skill{BodyLine: end + 3, Body: strings.TrimLeft(strings.Join(lines[end+1:], "\n"), "\n")}
+	// The instructions start after the closing line (end+2) and the blank
+	// lines that follow it.
+	after := strings.Join(lines[end+1:], "\n")
+	body := strings.TrimLeft(after, "\n")
+	s := &Skill{BodyLine: end + 3 + len(after) - len(body), Body: body}
 	// Line numbers: the front matter starts on line 2.
 	fds := Diagnostics{}
 	root := parseYAML(file, []byte(front), &fds)
