@@ -77,6 +77,8 @@ type Skill struct {
 	// Files are the files under references/ and assets/, relative to Dir
 	// with forward slashes, sorted (syscall.skill.read serves them).
 	Files []string
+
+	nameLine int // the line of the front matter's name
 }
 
 // Tools returns the full names of the skill's tools, sorted.
@@ -189,7 +191,7 @@ func LoadSkill(worldDir, rel string, ds *Diagnostics) *Skill {
 	}
 	s.Dir, s.File = dir, file
 	if s.Name != folder {
-		ds.Errorf(file, 2, "skill name %q does not match its folder %s/ (the Agent Skills format asks for the same name)", s.Name, folder)
+		ds.Errorf(file, s.nameLine, "skill name %q does not match its folder %s/ (the Agent Skills format asks for the same name)", s.Name, folder)
 		return nil
 	}
 	before := len(ds.Errors())
@@ -329,6 +331,7 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 		case "name":
 			s.Name, _ = r.str(p.v, "name")
 			nameLine = p.v.Line
+			s.nameLine = nameLine
 		case "description":
 			s.Description, _ = r.str(p.v, "description")
 			descLine = p.v.Line
