@@ -188,3 +188,43 @@ func TestSchemaCacheBound(t *testing.T) {
 		}
 	}
 }
+
+// A run-time tool can change between a call's approval request and its
+// resume (a skill replaced, registered again): the resumed call is
+// checked against the tool that would run, so arguments it does not take
+// are refused, and it does not run.
+func TestResumeValidatesAgainstTheToolNow(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	ag, err := f.h.Agent("dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	man := armory.Manifest{Category: armory.CatOther, Permission: armory.PermConfirm}
+	v1 := &testTool{name: "skill.tool", man: man, schema: `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`}
+	if _, err := f.h.Register(ag, v1); err != nil {
+		t.Fatal(err)
+	}
+	o := f.call("dev", "skill.tool", `{"path":"a"}`)
+	if o.Status != audit.StatusPending {
+		t.Fatalf("call: %+v", o)
+	}
+	// The tool is replaced while the approval waits.
+	v2 := &testTool{name: "skill.tool", man: man, schema: `{"type":"object","properties":{"lines":{"type":"boolean"}},"additionalProperties":false}`}
+	if err := f.h.Unregister(ag, "skill.tool"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.h.Register(ag, v2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.p.Decide(ctx, ApprovalDecision{ID: o.ApprovalID, Status: "approved", Reason: "ok", Via: ViaCLI}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.p.Execute(ctx, Call{Agent: "dev", Tool: "skill.tool", Resume: o.ApprovalID})
+	if r.Status == audit.StatusSuccess || !strings.HasPrefix(r.Result, "Invalid arguments for skill.tool") {
+		t.Fatalf("resume: %+v", r)
+	}
+	if v1.runs.Load() != 0 || v2.runs.Load() != 0 {
+		t.Fatalf("ran: v1 %d, v2 %d", v1.runs.Load(), v2.runs.Load())
+	}
+}
