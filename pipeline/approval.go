@@ -324,6 +324,12 @@ func (p *Pipeline) resume(ctx context.Context, s *state) Outcome {
 	if len(a.Result) > 0 {
 		return p.storedOutcome(ctx, s)
 	}
+	// The tool may have changed since the approval was asked for (a
+	// skill's tool replaced, or registered again, at run time): the
+	// arguments must still be valid for the tool that would run now.
+	if r := p.validate(ctx, s); r != nil {
+		return p.refuse(ctx, s, r)
+	}
 	return p.awaitDecision(ctx, s)
 }
 

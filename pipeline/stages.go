@@ -189,11 +189,13 @@ func (p *Pipeline) validate(ctx context.Context, s *state) *refusal {
 // schema returns t's compiled input schema. The cache is keyed by the
 // tool value itself, not its name: two agents may hold different tools of
 // one name (skills of one name in two archetypes), and a tool dropped and
-// registered again at run time may have a new schema. A tool of a
-// non-comparable type is compiled on every call; the cache is bounded
-// (maxSchemas: past it, it is emptied and filled again).
+// registered again at run time may have a new schema. A tool whose value
+// is not comparable (a struct value holding a slice, map or func, also
+// behind an interface field of a comparable type: hashing it would panic)
+// is compiled on every call; the cache is bounded (maxSchemas: past it,
+// it is emptied and filled again).
 func (p *Pipeline) schema(t armory.Tool) *compiledSchema {
-	key, cacheable := any(nil), reflect.TypeOf(t).Comparable()
+	key, cacheable := any(nil), reflect.ValueOf(t).Comparable()
 	if cacheable {
 		key = t
 		if v, ok := p.schemas.Load(key); ok {

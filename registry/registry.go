@@ -325,14 +325,14 @@ func (r *Registry) register(name string, t armory.Tool) error {
 }
 
 // SameTool reports whether a and b are the same tool value: == for
-// comparable dynamic types (pointers, the usual case), false otherwise
-// (comparing two values of a non-comparable type would panic).
+// comparable values (pointers, the usual case), false otherwise
+// (comparing values that are not — a struct holding a slice, map or func,
+// also behind an interface field of a comparable type — would panic).
 func SameTool(a, b armory.Tool) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb || !ta.Comparable() {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) || !reflect.ValueOf(a).Comparable() {
 		return false
 	}
 	return a == b

@@ -67,6 +67,17 @@ var (
 // PipelineTools are every tool the pipeline supplies.
 func PipelineTools() []*PipelineTool { return []*PipelineTool{ApprovalList, ApprovalDecide} }
 
+// pipelineName reports whether name is a pipeline tool's: reserved, in
+// the catalog or not (no agent of the world may get it yet).
+func pipelineName(name string) bool {
+	for _, pt := range PipelineTools() {
+		if pt.spec.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 // pipelineDecision explains a pipeline tool: the agent's config decides,
 // not groups or toolkits.
 func pipelineDecision(t *PipelineTool, ag *Agent) (bool, []string) {

@@ -197,7 +197,12 @@ func New(w *world.World, opts Options) (*Roster, error) {
 		}
 		for _, def := range sk.Toolbox.Tools {
 			name := def.FullName()
-			if prev, dup := seen[name]; dup {
+			prev, dup := seen[name]
+			if !dup && pipelineName(name) {
+				// Reserved whether or not some agent gets it now.
+				prev, dup = "a tool the pipeline adds", true
+			}
+			if dup {
 				ds.Errorf(def.File, def.Line, "skill %s: tool name %q is taken (%s); a skill's tool cannot take the name of a tool of the world", sk.Name, name, prev)
 				continue
 			}

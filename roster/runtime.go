@@ -31,8 +31,9 @@ type Origin interface {
 type RunTimeSource interface {
 	// About returns, for agent ag, the reasons that say what defines
 	// the run-time tool name and whether ag holds it (ok false when
-	// nothing defines it for ag), and the tool itself when one is
-	// defined (nil otherwise).
+	// nothing defines it for ag), and the tool itself when it is
+	// available in this process (nil for one defined but unavailable:
+	// the reasons say why).
 	About(ag *Agent, name string) (t armory.Tool, reasons []string, ok bool)
 }
 
@@ -55,6 +56,12 @@ func (h *Roster) runTimeSource() RunTimeSource {
 // every reason: the policy a catalog tool of that name would meet, and
 // t's requirements.
 func (h *Roster) DecideRunTime(ag *Agent, t armory.Tool) access.Decision {
+	return h.decideRunTime(ag, t, ag.src)
+}
+
+// decideRunTime is DecideRunTime with the reasons naming where each rule
+// was written from src (nil: nowhere).
+func (h *Roster) decideRunTime(ag *Agent, t armory.Tool, src *access.Sources) access.Decision {
 	name := t.Spec().Name
 	var unmet []string
 	for _, r := range t.Manifest().Requires {
@@ -62,28 +69,36 @@ func (h *Roster) DecideRunTime(ag *Agent, t armory.Tool) access.Decision {
 			unmet = append(unmet, why)
 		}
 	}
-	in := access.Input{Tool: name, Defined: true, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: unmet, Sources: ag.src}
-	if h.Catalog.Has(name) {
+	in := access.Input{Tool: name, Defined: true, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Unmet: unmet, Sources: src}
+	if h.Taken(name) {
 		in.Withheld = []string{fmt.Sprintf("the world defines a tool named %s already; a tool added at run time cannot take its name", name)}
 	}
 	return access.Decide(in)
 }
 
+// Taken reports whether name is a tool name of the world that no tool
+// added at run time may take: a catalog tool's, or a pipeline tool's
+// (reserved even while no agent gets it).
+func (h *Roster) Taken(name string) bool { return h.Catalog.Has(name) || pipelineName(name) }
+
 // Register adds the run-time tool t to agent ag's registry when the
 // policy lets ag have it (DecideRunTime), and returns the decision.
 // Errors (*armory.Error): KindPermission when the policy withholds it
-// (the message gives the reasons); KindConflict for a name the catalog
-// defines or the registry holds already; KindInvalid for a bad name.
+// (the message gives the reasons without the files and lines of the
+// world's rules, as it may reach the agent's model, to which config.md is
+// never sent; the decision has them); KindConflict for a name the world
+// defines (Taken) or the registry holds already; KindInvalid for a bad name.
 // Safe for concurrent use.
 func (h *Roster) Register(ag *Agent, t armory.Tool) (access.Decision, error) {
 	const op = "roster.Register"
 	name := t.Spec().Name
-	if h.Catalog.Has(name) {
+	if h.Taken(name) {
 		return access.Decision{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world defines a tool named %s already; a tool added at run time cannot take its name", name))
 	}
 	d := h.DecideRunTime(ag, t)
 	if !d.Visible {
-		return d, armory.E(op, armory.KindPermission, fmt.Sprintf("agent %s may not have %s: %s", ag.ID, name, joinReasons(d.Reasons)))
+		plain := h.decideRunTime(ag, t, nil)
+		return d, armory.E(op, armory.KindPermission, fmt.Sprintf("agent %s may not have %s: %s", ag.ID, name, joinReasons(plain.Reasons)))
 	}
 	if err := ag.Registry.Register(t); err != nil {
 		return d, err
@@ -115,8 +130,13 @@ func (h *Roster) explainRunTime(ag *Agent, name string) (access.Decision, bool) 
 		t = held
 		known = true
 	}
-	if !known || t == nil {
+	if !known {
 		return access.Decision{}, false
+	}
+	if t == nil {
+		// Defined, but not available in this process (a WASM tool without
+		// a runtime): why, then what the policy would say.
+		return access.Decide(access.Input{Tool: name, Access: ag.Access, Toolkits: h.Toolkits, Switches: ag.Switches, Withheld: about, Sources: ag.src}), true
 	}
 	d := h.DecideRunTime(ag, t)
 	holds := ag.Registry.RunTime(name)

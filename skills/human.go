@@ -200,7 +200,7 @@ func (m *Module) Drop(ctx context.Context, p *pipeline.Pipeline, id, name, via s
 	if err != nil {
 		return err
 	}
-	if err := m.drop(ctx, ag, name); err != nil {
+	if _, err := m.drop(ctx, ag, name); err != nil {
 		return err
 	}
 	return p.AuditHuman(ctx, pipeline.HumanAction{Tool: "skills.drop", Agent: id, Args: map[string]any{"agent": id, "skill": name, "via": via},

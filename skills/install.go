@@ -99,7 +99,10 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 	stageRel := ".incoming-" + randomID()
 	stage := filepath.Join(root, stageRel)
 	defer os.RemoveAll(stage)
-	staged := filepath.Join(stage, "pack")
+	// The stage holds the pack as fetched, then under its own name, and
+	// the replaced pack: names no skill can have ("_" is not allowed), so
+	// none collides with the pack's.
+	staged := filepath.Join(stage, "_new")
 	if err := os.Mkdir(stage, 0o700); err != nil {
 		return Installed{}, armory.E(op, armory.KindUnavailable, "cannot stage the skill", err)
 	}
@@ -161,10 +164,16 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 	ds = nil
 	s := world.LoadSkill(worldDir, "skills/"+stageRel+"/"+name, &ds)
 	if s == nil || len(ds.Errors()) > 0 {
-		return Installed{}, armory.E(op, armory.KindInvalid, "the skill is not valid: "+diagText(ds.Errors()))
+		// Named as the pack's own files (memo/toolbox.yaml:6), not the
+		// staging folder's, which is gone by the time anyone reads this.
+		errs := ds.Errors()
+		for i := range errs {
+			errs[i].File = strings.TrimPrefix(errs[i].File, "skills/"+stageRel+"/")
+		}
+		return Installed{}, armory.E(op, armory.KindInvalid, "the skill is not valid: "+diagText(errs))
 	}
 	for _, t := range s.Tools() {
-		if h.Catalog.Has(t) {
+		if h.Taken(t) {
 			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the skill's tool %s has the name of a tool of the world; a skill's tool cannot take it", t))
 		}
 	}
@@ -177,7 +186,7 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 		if !req.Replace {
 			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world has a skill %q already; pass replace: true to replace it", name))
 		}
-		old := filepath.Join(stage, "old")
+		old := filepath.Join(stage, "_old")
 		if err := os.Rename(target, old); err != nil {
 			return Installed{}, armory.E(op, armory.KindUnavailable, "moving the old skill aside", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -80,7 +81,11 @@ type Module struct {
 	held map[string]*agentView
 	// agentMu serialises reconciling one agent.
 	agentMu map[string]*sync.Mutex
-	unsub   []func()
+	// reads numbers the reads of skill state from the store, in the order
+	// they begin: a reconcile never applies a view read before one already
+	// applied (concurrent changes of one agent end in the latest state).
+	reads atomic.Uint64
+	unsub []func()
 	// started are the MCP servers of skills this process started (mcp.go).
 	started []*upstream.Set
 }
@@ -146,6 +151,7 @@ type agentView struct {
 	acquired map[string]bool // skills whose tools are registered here
 	active   map[string]bool
 	readAt   time.Time
+	read     uint64 // the number of the read applied (Module.reads)
 	// withheld: tool → why the policy keeps it from the agent, for the
 	// skills acquired.
 	withheld map[string]string
@@ -162,7 +168,8 @@ func New(o Options) *Module {
 	if o.Builtin == nil {
 		o.Builtin = shippedPacks()
 	}
-	o.fetch = o.fetch.withDefaults()
+	// o.fetch keeps its zero fields: each use takes the defaults, and a
+	// nil Guard lets an install dial under the caller's allow-list.
 	return &Module{opts: o, held: map[string]*agentView{}, agentMu: map[string]*sync.Mutex{}}
 }
 
@@ -481,6 +488,7 @@ func (m *Module) reconcileAll(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	read := m.reads.Add(1)
 	want := map[string][]*store.SkillState{}
 	cursor := ""
 	for {
@@ -497,7 +505,7 @@ func (m *Module) reconcileAll(ctx context.Context) error {
 		cursor = next
 	}
 	for _, ag := range h.Agents() {
-		m.apply(ctx, ag, want[ag.ID])
+		m.apply(ctx, ag, want[ag.ID], read)
 	}
 	return nil
 }
@@ -508,17 +516,20 @@ func (m *Module) reconcile(ctx context.Context, ag *roster.Agent) error {
 	if err != nil {
 		return err
 	}
+	read := m.reads.Add(1)
 	states, _, err := ss.ListSkillStates(ctx, ag.ID, store.Page{Limit: store.MaxSkillHolds})
 	if err != nil {
 		return err
 	}
-	m.apply(ctx, ag, states)
+	m.apply(ctx, ag, states, read)
 	return nil
 }
 
 // apply registers the tools of the skills states says ag has acquired and
-// unregisters those of the skills it no longer has.
-func (m *Module) apply(ctx context.Context, ag *roster.Agent, states []*store.SkillState) {
+// unregisters those of the skills it no longer has. states is read number
+// read (Module.reads): older than the view applied already, it is not
+// applied (that view was read later, so it is as new or newer).
+func (m *Module) apply(ctx context.Context, ag *roster.Agent, states []*store.SkillState, read uint64) {
 	unlock := m.lockAgent(ag.ID)
 	defer unlock()
 	h := m.rosterOf()
@@ -537,7 +548,11 @@ func (m *Module) apply(ctx context.Context, ag *roster.Agent, states []*store.Sk
 		v = &agentView{acquired: map[string]bool{}, withheld: map[string]string{}}
 		m.held[ag.ID] = v
 	}
+	stale := v.read > read
 	m.mu.Unlock()
+	if stale {
+		return
+	}
 	// Every skill tool the registry holds that no wanted pack provides
 	// (dropped, or its pack removed or replaced) goes.
 	keep := map[string]*Tool{}
@@ -569,7 +584,7 @@ func (m *Module) apply(ctx context.Context, ag *roster.Agent, states []*store.Sk
 		}
 	}
 	m.mu.Lock()
-	v.acquired, v.active, v.withheld, v.readAt = want, active, withheld, time.Now()
+	v.acquired, v.active, v.withheld, v.readAt, v.read = want, active, withheld, time.Now(), read
 	m.mu.Unlock()
 }
 
@@ -648,7 +663,7 @@ func (m *Module) About(ag *roster.Agent, name string) (armory.Tool, []string, bo
 		return t, []string{fmt.Sprintf("from skill %s (%s): the agent has not acquired it; syscall.skill.acquire {\"name\": %q} loads its tools", skill, where, skill)}, true
 	}
 	if why, ok := p.unavailableTools()[name]; ok {
-		return nil, []string{fmt.Sprintf("from skill %s: unavailable: %s", skill, why)}, false
+		return nil, []string{fmt.Sprintf("from skill %s: unavailable: %s", skill, why)}, true
 	}
 	return nil, nil, false
 }

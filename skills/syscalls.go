@@ -210,7 +210,7 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 	}
 	_, changed, err := ss.SetSkillAcquired(ctx, ag.ID, name, true)
 	if err != nil {
-		return AcquireResult{}, store.Err(op, err)
+		return AcquireResult{}, holdErr(op, ag.ID, err)
 	}
 	if err := m.reconcile(ctx, ag); err != nil {
 		return AcquireResult{}, err
@@ -234,26 +234,61 @@ func (m *Module) acquire(ctx context.Context, ag *roster.Agent, name string) (Ac
 	return res, nil
 }
 
-// drop records that ag no longer holds skill name and unregisters its
-// tools. Dropping a skill the agent does not hold is KindNotFound.
-func (m *Module) drop(ctx context.Context, ag *roster.Agent, name string) error {
+// holdErr is the error of a store change that would give agent one more
+// hold: the bound (store.ErrConflict) said plainly, with what to do.
+func holdErr(op, agent string, err error) error {
+	if errors.Is(err, store.ErrConflict) {
+		return armory.E(op, armory.KindConflict, fmt.Sprintf("agent %s holds %d skills (acquired or activated), the most an agent may hold; drop one first (syscall.skill.drop)", agent, store.MaxSkillHolds))
+	}
+	return store.Err(op, err)
+}
+
+// drop ends ag's hold on skill name — acquired (its tools are
+// unregistered) or only activated (a hold too: it counts toward
+// store.MaxSkillHolds) — and reports whether ag had acquired it.
+// Dropping a skill the agent does not hold is KindNotFound, naming those
+// it holds.
+func (m *Module) drop(ctx context.Context, ag *roster.Agent, name string) (acquired bool, err error) {
 	const op = "syscall.skill.drop"
 	ss, err := m.states(ctx)
 	if err != nil {
-		return err
+		return false, err
+	}
+	states, _, err := ss.ListSkillStates(ctx, ag.ID, store.Page{Limit: store.MaxSkillHolds})
+	if err != nil {
+		return false, store.Err(op, err)
+	}
+	var held []string
+	found := false
+	for _, st := range states {
+		if st.Skill == name {
+			found, acquired = true, st.Acquired
+			continue
+		}
+		held = append(held, st.Skill)
+	}
+	notHeld := func() error {
+		have := "none"
+		if len(held) > 0 {
+			have = strings.Join(held, ", ")
+		}
+		return armory.E(op, armory.KindNotFound, fmt.Sprintf("you do not hold skill %q; nothing to drop (skills you hold: %s)", name, have))
+	}
+	if !found {
+		return false, notHeld()
 	}
 	_, changed, err := ss.SetSkillAcquired(ctx, ag.ID, name, false)
 	if err != nil {
-		return store.Err(op, err)
+		return false, store.Err(op, err)
 	}
 	if err := m.reconcile(ctx, ag); err != nil {
-		return err
+		return false, err
 	}
-	if !changed {
-		return armory.E(op, armory.KindNotFound, fmt.Sprintf("you have not acquired skill %q; nothing to drop", name))
+	if !changed { // dropped meanwhile, by another call
+		return false, notHeld()
 	}
 	m.publish("agent:" + ag.ID)
-	return nil
+	return acquired, nil
 }
 
 func (m *Module) runAcquire(ctx context.Context, ag *roster.Agent, raw json.RawMessage) armory.Result {
@@ -286,10 +321,15 @@ func (m *Module) runDrop(ctx context.Context, ag *roster.Agent, raw json.RawMess
 	if err := args.Decode("syscall.skill.drop", raw, &a); err != nil {
 		return armory.FailErr(err)
 	}
-	if err := m.drop(ctx, ag, a.Name); err != nil {
+	acquired, err := m.drop(ctx, ag, a.Name)
+	if err != nil {
 		return armory.FailErr(err)
 	}
-	return armory.Result{Success: true, Text: fmt.Sprintf("Dropped skill %s; its tools are gone.", a.Name), Value: map[string]any{"skill": a.Name, "dropped": true}}
+	text := fmt.Sprintf("Dropped skill %s; its tools are gone.", a.Name)
+	if !acquired {
+		text = fmt.Sprintf("Dropped skill %s (you had activated it, not acquired it: it gave you no tools).", a.Name)
+	}
+	return armory.Result{Success: true, Text: text, Value: map[string]any{"skill": a.Name, "dropped": true, "acquired": acquired}}
 }
 
 func (m *Module) runActivate(ctx context.Context, ag *roster.Agent, raw json.RawMessage) armory.Result {
@@ -310,7 +350,7 @@ func (m *Module) runActivate(ctx context.Context, ag *roster.Agent, raw json.Raw
 	}
 	_, changed, err := ss.SetSkillActive(ctx, ag.ID, a.Name, true)
 	if err != nil {
-		return armory.FailErr(store.Err(op, err))
+		return armory.FailErr(holdErr(op, ag.ID, err))
 	}
 	if changed {
 		m.publish("agent:" + ag.ID)

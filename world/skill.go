@@ -81,6 +81,8 @@ type Skill struct {
 	// tools, named mcp.<skill>.<tool> as any upstream server's, are the
 	// skill's tools.
 	MCPServer *MCPServer
+
+	nameLine int // the line of the front matter's name
 }
 
 // Tools returns the full names of the skill's tools, sorted.
@@ -193,7 +195,7 @@ func LoadSkill(worldDir, rel string, ds *Diagnostics) *Skill {
 	}
 	s.Dir, s.File = dir, file
 	if s.Name != folder {
-		ds.Errorf(file, 2, "skill name %q does not match its folder %s/ (the Agent Skills format asks for the same name)", s.Name, folder)
+		ds.Errorf(file, s.nameLine, "skill name %q does not match its folder %s/ (the Agent Skills format asks for the same name)", s.Name, folder)
 		return nil
 	}
 	before := len(ds.Errors())
@@ -312,7 +314,11 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 		return nil
 	}
 	front := strings.Join(lines[:end], "\n")
-	s := &Skill{BodyLine: end + 3, Body: strings.TrimLeft(strings.Join(lines[end+1:], "\n"), "\n")}
+	// The instructions start after the closing line (end+2) and the blank
+	// lines that follow it.
+	after := strings.Join(lines[end+1:], "\n")
+	body := strings.TrimLeft(after, "\n")
+	s := &Skill{BodyLine: end + 3 + len(after) - len(body), Body: body}
 	// Line numbers: the front matter starts on line 2.
 	fds := Diagnostics{}
 	root := parseYAML(file, []byte(front), &fds)
@@ -334,6 +340,7 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 		case "name":
 			s.Name, _ = r.str(p.v, "name")
 			nameLine = p.v.Line
+			s.nameLine = nameLine
 		case "description":
 			s.Description, _ = r.str(p.v, "description")
 			descLine = p.v.Line
@@ -341,8 +348,8 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 			s.License, _ = r.str(p.v, "license")
 		case "compatibility":
 			s.Compatibility, _ = r.str(p.v, "compatibility")
-			if len(s.Compatibility) > MaxSkillCompat {
-				ds.Errorf(file, p.v.Line, "compatibility is %d characters; the limit is %d", len(s.Compatibility), MaxSkillCompat)
+			if n := utf8.RuneCountInString(s.Compatibility); n > MaxSkillCompat {
+				ds.Errorf(file, p.v.Line, "compatibility is %d characters; the limit is %d", n, MaxSkillCompat)
 			}
 		case "metadata":
 			mp, _ := r.mapping(p.v, "metadata")
@@ -376,8 +383,8 @@ func ParseSkill(file string, data []byte, ds *Diagnostics) *Skill {
 	case strings.TrimSpace(s.Description) == "":
 		ds.Errorf(file, max(descLine, 2), "front matter: description is required (say what the skill does and when to use it)")
 		bad = true
-	case len(s.Description) > MaxSkillDescription:
-		ds.Errorf(file, descLine, "front matter: description is %d characters; the limit is %d", len(s.Description), MaxSkillDescription)
+	case utf8.RuneCountInString(s.Description) > MaxSkillDescription:
+		ds.Errorf(file, descLine, "front matter: description is %d characters; the limit is %d", utf8.RuneCountInString(s.Description), MaxSkillDescription)
 		bad = true
 	}
 	if bad {

@@ -152,3 +152,41 @@ func FuzzParseSkill(f *testing.F) {
 		}
 	})
 }
+
+// The front matter's bounds count characters, as the Agent Skills format
+// states them, not bytes: a description of 1,024 non-ASCII characters is
+// valid, one more is not; so for compatibility's 500.
+func TestSkillBoundsCountCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		name, front, want string
+	}{
+		{"description at the bound", "description: " + strings.Repeat("é", MaxSkillDescription), ""},
+		{"description past it", "description: " + strings.Repeat("é", MaxSkillDescription+1), "description is 1025 characters; the limit is 1024"},
+		{"compatibility at the bound", "description: d\ncompatibility: " + strings.Repeat("ü", MaxSkillCompat), ""},
+		{"compatibility past it", "description: d\ncompatibility: " + strings.Repeat("ü", MaxSkillCompat+1), "compatibility is 501 characters; the limit is 500"},
+	} {
+		var ds Diagnostics
+		s := ParseSkill("SKILL.md", []byte("---\nname: notes\n"+tc.front+"\n---\nbody\n"), &ds)
+		switch {
+		case tc.want == "" && (s == nil || len(ds.Errors()) > 0):
+			t.Errorf("%s: refused: %v", tc.name, ds)
+		case tc.want != "" && !hasDiag(ds.Errors(), tc.want):
+			t.Errorf("%s: %v, want %q", tc.name, ds, tc.want)
+		}
+	}
+}
+
+// BodyLine is the line the instructions start at, blank lines after the
+// front matter skipped; a name that does not match its folder is
+// reported at the name's own line.
+func TestSkillLines(t *testing.T) {
+	var ds Diagnostics
+	s := ParseSkill("SKILL.md", []byte("---\nname: notes\ndescription: d\n---\n\n\n# Notes\n"), &ds)
+	if s == nil || s.BodyLine != 7 || !strings.HasPrefix(s.Body, "# Notes") {
+		t.Fatalf("skill %+v, %v", s, ds)
+	}
+	_, err := Load(writeWorld(t, skillWorld(map[string]string{"skills/notes/SKILL.md": "---\ndescription: d\nlicense: MIT\nname: other\n---\nx\n"})))
+	if err == nil || !strings.Contains(err.Error(), `skills/notes/SKILL.md:4: skill name "other" does not match its folder notes/`) {
+		t.Fatalf("got %v", err)
+	}
+}
