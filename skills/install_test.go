@@ -151,7 +151,7 @@ func TestInstallFolderRefusals(t *testing.T) {
 		{"an invalid toolbox", InstallRequest{Source: SourceFolder, Path: "badtool"}, armory.KindInvalid, []string{"the skill is not valid: memo/toolbox.yaml:6: tool count: danger"}},
 		{"an invalid name", InstallRequest{Source: SourceFolder, Path: "badname"}, armory.KindInvalid, []string{"SKILL.md is not valid", `name "Memo_X" is not valid`}},
 		{"not the name asked for", InstallRequest{Source: SourceFolder, Path: "whatever", Name: "other"}, armory.KindInvalid, []string{`the skill is named "memo", not "other"`}},
-		{"no source", InstallRequest{}, armory.KindInvalid, []string{"source is required: folder, url or builtin"}},
+		{"no source", InstallRequest{}, armory.KindInvalid, []string{"source is required: folder, url, builtin or mcp_server"}},
 		{"unknown source", InstallRequest{Source: "git"}, armory.KindInvalid, []string{`unknown source "git"`}},
 		{"no url", InstallRequest{Source: SourceURL}, armory.KindInvalid, []string{"source url needs a url"}},
 	} {
