@@ -185,7 +185,7 @@ func (m *Module) Acquire(ctx context.Context, p *pipeline.Pipeline, id, name, vi
 		return res, err
 	}
 	err = p.AuditHuman(ctx, pipeline.HumanAction{Tool: "skills.acquire", Agent: id, Args: map[string]any{"agent": id, "skill": name, "via": via},
-		Result: fmt.Sprintf("skill %s acquired for %s by %s via %s (tools: %s)", name, id, pipeline.Human, via, strings.Join(res.Tools, ", "))})
+		Result: fmt.Sprintf("skill %s acquired for %s by %s via %s (tools: %s)", name, id, pipeline.Human, via, toolList(res.Tools))})
 	return res, err
 }
 
@@ -239,4 +239,12 @@ func (m *Module) Remove(ctx context.Context, p *pipeline.Pipeline, name, via str
 		agents = []string{}
 	}
 	return agents, err
+}
+
+// toolList names tools for a sentence: "none" for none.
+func toolList(tools []string) string {
+	if len(tools) == 0 {
+		return "none"
+	}
+	return strings.Join(tools, ", ")
 }

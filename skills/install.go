@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/netguard"
@@ -184,7 +185,7 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 	replaced := false
 	if _, err := os.Lstat(target); err == nil {
 		if !req.Replace {
-			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world has a skill %q already; pass replace: true to replace it", name))
+			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world has a skill %q already; ask again with replace (replace: true, --replace) to replace it", name))
 		}
 		old := filepath.Join(stage, "_old")
 		if err := os.Rename(target, old); err != nil {
@@ -196,6 +197,10 @@ func (m *Module) install(ctx context.Context, req InstallRequest, workspace stri
 			return Installed{}, armory.E(op, armory.KindUnavailable, "installing the skill", err)
 		}
 	} else if err := os.Rename(filepath.Join(stage, name), target); err != nil {
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, syscall.ENOTEMPTY) {
+			// Another install of that name won the race.
+			return Installed{}, armory.E(op, armory.KindConflict, fmt.Sprintf("the world has a skill %q already (installed meanwhile); ask again with replace to replace it", name))
+		}
 		return Installed{}, armory.E(op, armory.KindUnavailable, "installing the skill", err)
 	}
 	p := m.reloadPack(name)
@@ -254,23 +259,37 @@ func (m *Module) remove(ctx context.Context, name string) ([]string, error) {
 	if p == nil {
 		return nil, armory.E(op, armory.KindNotFound, fmt.Sprintf("the world has no skill %q (an archetype's own skills are removed by editing its folder)", name))
 	}
+	// The folder is moved aside first (undone if the store refuses), so
+	// neither a half-removed pack nor holds on a pack that is gone remain;
+	// a folder that vanished already (removed by hand) is no obstacle.
 	root := filepath.Join(env.World.Dir, "skills")
 	gone := filepath.Join(root, ".removed-"+randomID())
-	if err := os.Rename(filepath.Join(root, name), gone); err != nil {
+	moved := true
+	if err := os.Rename(filepath.Join(root, name), gone); errors.Is(err, fs.ErrNotExist) {
+		moved = false
+	} else if err != nil {
 		return nil, armory.E(op, armory.KindUnavailable, "removing the skill's folder", err)
 	}
-	defer os.RemoveAll(gone)
+	ss, err := m.states(ctx)
+	var agents []string
+	if err == nil {
+		agents, err = ss.ForgetSkill(ctx, name)
+		err = store.Err(op, err)
+	}
+	if err != nil {
+		if moved {
+			if rerr := os.Rename(gone, filepath.Join(root, name)); rerr != nil {
+				m.log.Warn("skills: a refused removal could not put the skill back", "skill", name, "err", rerr)
+			}
+		}
+		return nil, err
+	}
+	if moved {
+		defer os.RemoveAll(gone)
+	}
 	m.mu.Lock()
 	delete(m.packs[""], name)
 	m.mu.Unlock()
-	ss, err := m.states(ctx)
-	if err != nil {
-		return nil, err
-	}
-	agents, err := ss.ForgetSkill(ctx, name)
-	if err != nil {
-		return nil, store.Err(op, err)
-	}
 	if err := m.reconcileAll(ctx); err != nil {
 		m.log.Warn("skills: reconcile after a removal failed", "skill", name, "err", err)
 	}
