@@ -287,7 +287,7 @@ func TestInstallBuiltin(t *testing.T) {
 		{"nope", armory.KindNotFound, `no built-in skill "nope" (built-in skills: python, web-research)`},
 		{"", armory.KindInvalid, "source builtin needs the name of a built-in skill (python, web-research)"},
 		{"../python", armory.KindInvalid, "python, web-research"},
-		{"python", armory.KindConflict, `the world has a skill "python" already; pass replace: true`},
+		{"python", armory.KindConflict, `the world has a skill "python" already; ask again with replace`},
 	} {
 		r := e.runInstall("dev", InstallRequest{Source: SourceBuiltin, Name: tc.name})
 		if r.Success || r.Kind != tc.kind || !strings.Contains(r.Text, tc.want) {
@@ -314,7 +314,7 @@ func TestInstallReplace(t *testing.T) {
 		t.Fatal("memo.count is not registered")
 	}
 	_, err := e.mod.Install(ctx, p, InstallRequest{Source: SourceFolder, Path: v2}, "test")
-	if armory.KindOf(err) != armory.KindConflict || !strings.Contains(err.Error(), "pass replace: true") {
+	if armory.KindOf(err) != armory.KindConflict || !strings.Contains(err.Error(), "ask again with replace") {
 		t.Fatalf("install v2 without replace: %v", err)
 	}
 	if !dev.Registry.Has("memo.count") || testenv.ReadFile(t, filepath.Join(e.dir, "skills", "memo", "toolbox.yaml")) != memoFiles["toolbox.yaml"] {
