@@ -1,0 +1,268 @@
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/world"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// Options configure a Runtime. The zero value is usable.
+type Options struct {
+	// CacheDir keeps compiled modules on disk, so that a restarted process
+	// serves a tool's first call without compiling it again; "" keeps them
+	// in memory only. It is made (0700) when missing. Only the runtime may
+	// write there: the code it holds runs in this process.
+	CacheDir string
+	// MaxCalls bounds the calls running at once, across every tool
+	// (default 2 per CPU, at least 4). Each call holds up to its memory cap
+	// and wazero's call stack (a few hundred MiB at most, for a module that
+	// recurses without end) of the host's memory. A call waits for a place
+	// up to its timeout.
+	MaxCalls int
+	// Warm is how many instances each tool keeps made ahead of its calls,
+	// once it has been called (default 1; negative: none). An instance
+	// serves one call and is then closed: a warm one has run no code.
+	Warm int
+	// MaxModuleBytes bounds a .wasm file (default DefaultMaxModuleBytes).
+	MaxModuleBytes int64
+	// Logger receives what fails in the background (making a warm
+	// instance); default: discard.
+	Logger *slog.Logger
+}
+
+// DefaultMaxModuleBytes bounds a .wasm file unless Options say otherwise.
+const DefaultMaxModuleBytes = 128 << 20
+
+// Runtime runs the WASM tools of a world (and of skill packs) on one
+// wazero runtime with one compilation cache. It is safe for concurrent
+// use; Close it once done.
+type Runtime struct {
+	opts    Options
+	cache   wazero.CompilationCache
+	rt      wazero.Runtime
+	wasi    map[string]api.FunctionDefinition // what WASI preview 1 exports
+	slots   chan struct{}
+	compile sync.Mutex // one compilation at a time: the machine's cores serve the calls
+
+	mu     sync.Mutex
+	closed bool
+	tools  map[*Tool]struct{}
+}
+
+// NewRuntime makes a runtime: wazero's compiler (its interpreter where the
+// compiler does not run), WebAssembly 2.0 features without threads, every
+// call stoppable at its deadline, and WASI preview 1 as the only host
+// module. Errors: KindUnavailable when the cache folder cannot be made.
+func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
+	const op = "wasm.NewRuntime"
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = max(4, 2*runtime.GOMAXPROCS(0))
+	}
+	switch {
+	case o.Warm == 0:
+		o.Warm = 1
+	case o.Warm < 0:
+		o.Warm = 0
+	}
+	if o.MaxModuleBytes <= 0 {
+		o.MaxModuleBytes = DefaultMaxModuleBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtime{opts: o, slots: make(chan struct{}, o.MaxCalls), tools: map[*Tool]struct{}{}}
+	if o.CacheDir != "" {
+		if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
+			return nil, armory.E(op, armory.KindUnavailable, fmt.Sprintf("cannot make the compilation cache %s: %v", o.CacheDir, err))
+		}
+		c, err := wazero.NewCompilationCacheWithDir(o.CacheDir)
+		if err != nil {
+			return nil, armory.E(op, armory.KindUnavailable, fmt.Sprintf("cannot use the compilation cache %s: %v", o.CacheDir, err))
+		}
+		r.cache = c
+	} else {
+		r.cache = wazero.NewCompilationCache()
+	}
+	// No runtime-wide memory limit below WebAssembly's own 4 GiB: each
+	// tool's cap is enforced by the memory allocator of its instances
+	// (capAllocator), which also tells what a module asked for.
+	cfg := wazero.NewRuntimeConfig().
+		WithCompilationCache(r.cache).
+		WithCloseOnContextDone(true)
+	r.rt = wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r.rt); err != nil {
+		r.rt.Close(ctx)
+		r.cache.Close(ctx)
+		return nil, armory.E(op, armory.KindInternal, "cannot instantiate WASI", err)
+	}
+	r.wasi = r.rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()
+	return r, nil
+}
+
+// Tool compiles the module of def (a toolbox tool with Wasm set) once and
+// returns the tool that runs it; its Spec and Manifest come from def.
+// The module must be a WASI preview 1 command: only
+// wasi_snapshot_preview1 functions imported, an exported _start, no start
+// section, at most one memory whose initial size fits the tool's cap, and
+// function tables with a declared maximum (MaxTableEntries in all); each
+// problem is named in the error. Errors: KindNotFound when the module file
+// does not exist (errors.Is(err, fs.ErrNotExist)), KindInvalid for a file
+// or module that cannot be used, KindUnavailable once the runtime is
+// closed. The returned value is a *Tool; Close it to free its compiled
+// code before the runtime closes (the runtime closes what is left).
+func (r *Runtime) Tool(def *world.ToolboxTool) (armory.Tool, error) {
+	if def == nil || def.Wasm == nil {
+		return nil, armory.E("wasm.Tool", armory.KindInvalid, "not a WASM tool (no wasm: module)")
+	}
+	op := "wasm " + def.FullName()
+	where := fmt.Sprintf("%s:%d: module %s", def.File, def.Wasm.Line, def.Wasm.Module)
+	if r.isClosed() {
+		return nil, armory.E(op, armory.KindUnavailable, "the WASM runtime is closed")
+	}
+	bin, err := readModule(def.Wasm.ModulePath, r.opts.MaxModuleBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, armory.E(op, armory.KindNotFound, fmt.Sprintf("%s does not exist", where), err)
+	}
+	if err != nil {
+		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s cannot be read: %v", where, err))
+	}
+	_, bin, err = inspect(bin, def.Wasm.Memory)
+	if err != nil {
+		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s %v", where, err))
+	}
+	r.compile.Lock()
+	cm, err := r.rt.CompileModule(context.Background(), bin)
+	r.compile.Unlock()
+	if err != nil {
+		if r.isClosed() {
+			return nil, armory.E(op, armory.KindUnavailable, "the WASM runtime is closed")
+		}
+		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s is not a valid WebAssembly module: %v", where, err))
+	}
+	for _, f := range cm.ImportedFunctions() {
+		if _, name, _ := f.Import(); r.wasi[name] == nil {
+			cm.Close(context.Background())
+			return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s imports %s.%s, which WASI preview 1 does not have", where, WASI, name))
+		}
+	}
+	t := newTool(r, def, cm)
+	// One instance now: what links only at instantiation (a WASI function
+	// imported with the wrong type) is refused here, not at the first call.
+	ctx, cancel := context.WithTimeout(context.Background(), def.Timeout)
+	in, err := t.newInstance(ctx)
+	cancel()
+	if err != nil {
+		cm.Close(context.Background())
+		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s cannot be instantiated: %v", where, err))
+	}
+	in.close()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		cm.Close(context.Background())
+		return nil, armory.E(op, armory.KindUnavailable, "the WASM runtime is closed")
+	}
+	r.tools[t] = struct{}{}
+	return t, nil
+}
+
+// readModule reads a .wasm file of at most limit bytes; it must be a
+// regular file.
+func readModule(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%d bytes; the limit is %d", fi.Size(), limit)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("more than %d bytes", limit)
+	}
+	return b, nil
+}
+
+func (r *Runtime) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// acquire takes a place among the MaxCalls running calls, waiting while
+// ctx lasts.
+func (r *Runtime) acquire(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Runtime) release() { <-r.slots }
+
+func (r *Runtime) forget(t *Tool) {
+	r.mu.Lock()
+	delete(r.tools, t)
+	r.mu.Unlock()
+}
+
+// Close closes every tool (their warm instances and compiled code), the
+// runtime and the cache (on disk, the cache stays). Calls running then
+// are stopped; later calls fail with KindUnavailable. Close is safe to
+// call more than once.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	tools := make([]*Tool, 0, len(r.tools))
+	for t := range r.tools {
+		tools = append(tools, t)
+	}
+	r.tools = nil
+	r.mu.Unlock()
+	for _, t := range tools {
+		t.Close(ctx)
+	}
+	// The compilation lock: a compilation under way ends before the
+	// runtime under it goes.
+	r.compile.Lock()
+	defer r.compile.Unlock()
+	err := r.rt.Close(ctx)
+	if e := r.cache.Close(ctx); err == nil {
+		err = e
+	}
+	return err
+}
