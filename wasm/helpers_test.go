@@ -162,10 +162,11 @@ func failed(t testing.TB, res armory.Result, k armory.Kind, want ...string) {
 	}
 }
 
-// stillServes checks that the runtime serves an ordinary call.
-func stillServes(t testing.TB, tool armory.Tool) {
+// stillServes checks that the runtime serves an ordinary call (of a tool
+// with grants, for an agent with workspace ws).
+func stillServes(t testing.TB, tool armory.Tool, ws ...string) {
 	t.Helper()
-	if got := ok(t, call(t, tool, "", op{"op": "echo", "text": "still here"})); got != "still here" {
+	if got := ok(t, call(t, tool, strings.Join(ws, ""), op{"op": "echo", "text": "still here"})); got != "still here" {
 		t.Fatalf("echo = %q", got)
 	}
 }

@@ -229,6 +229,8 @@ func sizeName(n uint64) string {
 	switch {
 	case n >= 1<<30 && n%(1<<30) == 0:
 		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
 	case n >= 1<<20:
 		if n%(1<<20) == 0 {
 			return fmt.Sprintf("%dMiB", n>>20)

@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 )
 
@@ -32,33 +33,45 @@ func (w *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// tail keeps the last n bytes written (a module's stderr: a Go panic or
-// an error message ends there) and counts all of them.
-type tail struct {
-	n     int
-	b     []byte
-	total int64
+// headTail keeps the first head and the last tail bytes written (a
+// module's stderr: a Go program's fatal error starts it, a panic's stack
+// runs to its end) and counts all of them.
+type headTail struct {
+	head, tail int
+	h, t       []byte
+	total      int64
 }
 
-func (t *tail) Write(p []byte) (int, error) {
-	t.total += int64(len(p))
-	if len(p) >= t.n {
-		t.b = append(t.b[:0], p[len(p)-t.n:]...)
-		return len(p), nil
+func (w *headTail) Write(p []byte) (int, error) {
+	n0 := len(p)
+	w.total += int64(n0)
+	if room := w.head - len(w.h); room > 0 {
+		n := min(room, len(p))
+		w.h = append(w.h, p[:n]...)
+		p = p[n:]
 	}
-	t.b = append(t.b, p...)
-	if len(t.b) > 2*t.n {
-		t.b = t.b[:copy(t.b, t.b[len(t.b)-t.n:])]
+	if len(p) >= w.tail {
+		w.t = append(w.t[:0], p[len(p)-w.tail:]...)
+		return n0, nil
 	}
-	return len(p), nil
+	w.t = append(w.t, p...)
+	if len(w.t) > 2*w.tail {
+		w.t = w.t[:copy(w.t, w.t[len(w.t)-w.tail:])]
+	}
+	return n0, nil
 }
 
-// bytes returns the kept tail.
-func (t *tail) bytes() []byte {
-	if len(t.b) > t.n {
-		return t.b[len(t.b)-t.n:]
+// text is what was kept, with a note of what was dropped between.
+func (w *headTail) text() string {
+	t := w.t
+	if len(t) > w.tail {
+		t = t[len(t)-w.tail:]
 	}
-	return t.b
+	kept := int64(len(w.h) + len(t))
+	if kept == w.total {
+		return string(w.h) + string(t)
+	}
+	return fmt.Sprintf("%s\n[… %d bytes of stderr left out …]\n%s", w.h, w.total-kept, t)
 }
 
 // input is a module's stdin: the call's arguments, set when the call

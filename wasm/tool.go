@@ -27,9 +27,10 @@ import (
 const (
 	// MaxInputBytes bounds the arguments a module reads on stdin.
 	MaxInputBytes = 1 << 20
-	// StderrTail is how much of the end of a module's stderr a failed call
-	// reports (the rest is counted).
-	StderrTail = 4 << 10
+	// StderrHead and StderrTail are how much of the start and of the end of
+	// a module's stderr a failed call reports (what is between is counted).
+	StderrHead = 1 << 10
+	StderrTail = 3 << 10
 	// maxTrapText bounds the trap message (wazero's stack trace) reported.
 	maxTrapText = 2 << 10
 )
@@ -116,14 +117,14 @@ type instance struct {
 	mem    *capAllocator
 	stdin  *input
 	stdout *capped
-	stderr *tail
+	stderr *headTail
 	grants []*grantFS
 	ctx    context.Context // the call's, for sleeps
 }
 
 // newInstance instantiates the module without running it.
 func (t *Tool) newInstance(ctx context.Context) (*instance, error) {
-	in := &instance{t: t, stdin: &input{}, stdout: &capped{max: t.def.MaxOutput}, stderr: &tail{n: StderrTail},
+	in := &instance{t: t, stdin: &input{}, stdout: &capped{max: t.def.MaxOutput}, stderr: &headTail{head: StderrHead, tail: StderrTail},
 		mem: &capAllocator{cap: uint64(t.def.Wasm.Memory)}}
 	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(newRootFS(t.guests), "/")
 	for i, g := range t.def.Wasm.Files {
@@ -394,14 +395,10 @@ func (t *Tool) report(in *instance, err error, ctx, callCtx, runCtx context.Cont
 			b.WriteByte('\n')
 		}
 	}
-	if e := in.stderr.bytes(); len(e) > 0 {
-		if in.stderr.total > int64(len(e)) {
-			fmt.Fprintf(&b, "[stderr, the last %d of %d bytes]\n", len(e), in.stderr.total)
-		} else {
-			b.WriteString("[stderr]\n")
-		}
-		b.WriteString(strings.ToValidUTF8(string(e), "\uFFFD"))
-		if e[len(e)-1] != '\n' {
+	if e := in.stderr.text(); e != "" {
+		b.WriteString("[stderr]\n")
+		b.WriteString(strings.ToValidUTF8(e, "\uFFFD"))
+		if !strings.HasSuffix(e, "\n") {
 			b.WriteByte('\n')
 		}
 	}
