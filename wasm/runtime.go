@@ -42,6 +42,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// exitRuntimeClosed is the exit code wazero gives a module still running
+// when the runtime closes.
+const exitRuntimeClosed = 0xefff_ff00
+
 // DefaultMaxModuleBytes bounds a .wasm file unless Options say otherwise.
 const DefaultMaxModuleBytes = 128 << 20
 
@@ -260,7 +264,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	// runtime under it goes.
 	r.compile.Lock()
 	defer r.compile.Unlock()
-	err := r.rt.Close(ctx)
+	err := r.rt.CloseWithExitCode(ctx, exitRuntimeClosed)
 	if e := r.cache.Close(ctx); err == nil {
 		err = e
 	}

@@ -361,6 +361,9 @@ func (t *Tool) report(in *instance, err error, ctx, callCtx, runCtx context.Cont
 	case in.stdout.total > int64(in.stdout.max):
 		withOut = false
 		status = fmt.Sprintf("output exceeded max_output (%d bytes); the module was stopped and its output is not returned: ask for less, or raise max_output in toolbox.yaml (at most %d)", in.stdout.max, world.MaxToolMaxOutput)
+	case code == exitRuntimeClosed && t.r.isClosed():
+		kind = armory.KindUnavailable
+		status = "the WASM runtime closed while the module ran; it was stopped"
 	case stoppedByCtx && callCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
 		kind, value["timed_out"] = armory.KindTimeout, true
 		status = fmt.Sprintf("timed out after %s; the module was stopped (timeout: in toolbox.yaml)", t.def.Timeout)
