@@ -24,6 +24,7 @@ import (
 	"github.com/armory-dev/armory/pipeline"
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/services"
+	"github.com/armory-dev/armory/wasm"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -68,7 +69,7 @@ func (a *app) logger() *slog.Logger {
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{})}}
+	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{}), wasm.New(wasm.Options{})}}
 	defer a.closeAll()
 	root := a.rootCmd()
 	root.SetArgs(args)
