@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -21,6 +22,7 @@ import (
 var cacheDir string
 
 func TestMain(m *testing.M) {
+	sandbox.MaybeRunHelper() // the benchmarks run a toolbox binary in the sandbox
 	dir, err := os.MkdirTemp("", "armory-wasm-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

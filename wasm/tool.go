@@ -298,8 +298,8 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		}
 		return armory.Failf(armory.KindOther, "%s: cannot instantiate the module: %v", name, err)
 	}
+	defer t.refill() // after the call: making the next instance does not compete with it
 	defer in.close()
-	t.refill()
 
 	runCtx, stop := context.WithCancelCause(callCtx)
 	defer stop(nil)

@@ -107,3 +107,36 @@ var (
 	})
 	oneMemory = section(5, vec([]byte{0x00, 0x01})) // min 1 page, no maximum
 )
+
+// echoModule is a WASI command with no language runtime: it copies up to
+// 1 KiB of stdin to stdout (one fd_read, one fd_write) — what a call costs
+// without the start-up of a language's runtime inside the module.
+func echoModule() []byte {
+	i32 := func(v int32) []byte { return cat([]byte{0x41}, sleb(v)) }
+	store := []byte{0x36, 0x02, 0x00} // i32.store align=4
+	load := []byte{0x28, 0x02, 0x00}  // i32.load align=4
+	body := cat(
+		i32(0), i32(16), store, // iovec.buf = 16
+		i32(4), i32(1024), store, // iovec.len = 1024
+		i32(0), i32(0), i32(1), i32(8), []byte{0x10, 0x00, 0x1a}, // fd_read(0, iov, 1, &n); drop
+		i32(4), i32(8), load, store, // iovec.len = n
+		i32(1), i32(0), i32(1), i32(12), []byte{0x10, 0x01, 0x1a}, // fd_write(1, iov, 1, &n); drop
+	)
+	fn := cat([]byte{0x00}, body, []byte{0x0b})
+	return module(
+		section(1, vec([]byte{0x60, 0x04, 0x7f, 0x7f, 0x7f, 0x7f, 0x01, 0x7f}, []byte{0x60, 0x00, 0x00})),
+		section(2, vec(cat(name(WASI), name("fd_read"), []byte{0x00, 0x00}), cat(name(WASI), name("fd_write"), []byte{0x00, 0x00}))),
+		section(3, vec(leb(1))),
+		oneMemory,
+		section(7, vec(cat(name("_start"), []byte{0x00}, leb(2)), cat(name("memory"), []byte{0x02}, leb(0)))),
+		section(10, vec(cat(leb(uint32(len(fn))), fn))),
+	)
+}
+
+func TestEchoModule(t *testing.T) {
+	r := newRuntime(t, Options{})
+	tool := mustTool(t, r, def(wasmFile(t, echoModule())))
+	if got := ok(t, call(t, tool, "", op{"op": "echo"})); got != `{"op":"echo"}` {
+		t.Fatalf("echo = %q", got)
+	}
+}

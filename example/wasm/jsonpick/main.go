@@ -7,7 +7,8 @@
 // when the tool is granted it). A path is dot-separated: object keys,
 // array indexes, or * for every element or member. A path that picks
 // nothing is listed under "missing". A problem is a message on stderr and
-// exit code 1.
+// exit code 1. Built for the host, it takes the request as its first
+// argument instead.
 package main
 
 import (
@@ -35,7 +36,13 @@ type request struct {
 
 func main() {
 	var req request
-	dec := json.NewDecoder(io.LimitReader(os.Stdin, 2<<20))
+	var in io.Reader = os.Stdin
+	if len(os.Args) > 1 {
+		// Built for the host instead, as a toolbox binary tool: the
+		// request is the first argument.
+		in = strings.NewReader(os.Args[1])
+	}
+	dec := json.NewDecoder(io.LimitReader(in, 2<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		fail("the arguments are not {json, file, paths}: %v", err)

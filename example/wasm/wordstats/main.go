@@ -4,7 +4,8 @@
 // characters of the text or of the file (a path of the agent's workspace,
 // seen at /workspace when the tool is granted it), and answers with a JSON
 // object on stdout: {"lines", "words", "chars", "top": [{"word", "count"}]}.
-// A problem is a message on stderr and exit code 1.
+// A problem is a message on stderr and exit code 1. Built for the host, it
+// takes the request as its first argument instead.
 package main
 
 import (
@@ -47,7 +48,13 @@ type answer struct {
 
 func main() {
 	var req request
-	dec := json.NewDecoder(io.LimitReader(os.Stdin, 2<<20))
+	var in io.Reader = os.Stdin
+	if len(os.Args) > 1 {
+		// Built for the host instead, as a toolbox binary tool: the
+		// request is the first argument.
+		in = strings.NewReader(os.Args[1])
+	}
+	dec := json.NewDecoder(io.LimitReader(in, 2<<20))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		fail("the arguments are not {text, file, top}: %v", err)
