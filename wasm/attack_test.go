@@ -341,6 +341,18 @@ func TestAttackMalformedAndHostileModules(t *testing.T) {
 			stillServes(t, good)
 		})
 	}
+	// The file is read within bounds: its size, and a FIFO in its place
+	// does not hang the read.
+	small := newRuntime(t, Options{MaxModuleBytes: 1024})
+	if _, err := small.Tool(def(probe(t))); err == nil || !strings.Contains(err.Error(), "bytes; the limit is 1024") {
+		t.Fatalf("a module over MaxModuleBytes: %v", err)
+	}
+	fifo := filepath.Join(t.TempDir(), "m.wasm")
+	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
+		if _, err := r.Tool(def(fifo)); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("a FIFO module: %v", err)
+		}
+	}
 	// A missing module is KindNotFound.
 	_, err := r.Tool(def(filepath.Join(t.TempDir(), "none.wasm")))
 	if armory.KindOf(err) != armory.KindNotFound || !errors.Is(err, fs.ErrNotExist) {

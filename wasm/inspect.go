@@ -24,10 +24,7 @@ const (
 
 // shape is what inspect reads of a module before wazero compiles it.
 type shape struct {
-	imports  []string // "module.name" of every function import
-	minPages uint32   // the memory's declared initial size (0: no memory)
-	hasMem   bool
-	start    bool // exports a function _start
+	start bool // exports a function _start
 }
 
 // inspect reads the sections of a WebAssembly binary that decide whether
@@ -79,7 +76,6 @@ func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 					break // the import's layout depends on its kind
 				}
 				sec.u32()
-				s.imports = append(s.imports, mod+"."+name)
 				if mod != WASI {
 					bad = append(bad, fmt.Sprintf("imports %s.%s (only %s may be imported)", mod, name, WASI))
 				}
@@ -149,8 +145,6 @@ func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 					bad = append(bad, fmt.Sprintf("declares a memory with limits flag 0x%02x (shared or 64-bit memories are not supported)", flag))
 				case uint64(min)*pageSize > uint64(memCap):
 					bad = append(bad, fmt.Sprintf("declares an initial memory of %s, above the tool's memory cap of %s (memory: in toolbox.yaml, at most 1GiB)", sizeName(uint64(min)*pageSize), sizeName(uint64(memCap))))
-				default:
-					s.minPages, s.hasMem = min, true
 				}
 			}
 		case 7: // exports

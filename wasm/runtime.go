@@ -10,6 +10,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/world"
@@ -185,7 +186,8 @@ func (r *Runtime) Tool(def *world.ToolboxTool) (armory.Tool, error) {
 // readModule reads a .wasm file of at most limit bytes; it must be a
 // regular file.
 func readModule(p string, limit int64) ([]byte, error) {
-	f, err := os.Open(p)
+	// Non-blocking: a FIFO in the module's place must not hang the open.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
