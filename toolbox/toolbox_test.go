@@ -339,7 +339,7 @@ func TestCodingAgentCompaction(t *testing.T) {
 // FromWorld builds only the binary tools.
 func TestFromWorldLeavesWasmTools(t *testing.T) {
 	dir := testenv.WriteTree(t, t.TempDir(), map[string]string{
-		"world-config.yaml": "name: w\nagents: [{id: a, archetype: a}]\ntoolboxes: [box]\n",
+		"world-config.yaml":     "name: w\nagents: [{id: a, archetype: a}]\ntoolboxes: [box]\n",
 		"archetype/a/config.md": "## Tools\n",
 		"toolbox/box/toolbox.yaml": "name: box\ntools:\n" +
 			"  - {name: bin, description: d, binary: wc}\n" +
