@@ -43,10 +43,6 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// exitRuntimeClosed is the exit code wazero gives a module still running
-// when the runtime closes.
-const exitRuntimeClosed = 0xefff_ff00
-
 // DefaultMaxModuleBytes bounds a .wasm file unless Options say otherwise.
 const DefaultMaxModuleBytes = 128 << 20
 
@@ -61,10 +57,15 @@ type Runtime struct {
 	slots   chan struct{}
 	compile sync.Mutex // one compilation at a time: the machine's cores serve the calls
 
-	mu     sync.Mutex
-	closed bool
-	tools  map[*Tool]struct{}
+	mu      sync.Mutex
+	closed  bool
+	tools   map[*Tool]struct{}
+	running map[*running]struct{}
+	calls   sync.WaitGroup
 }
+
+// errClosed is the cause of a call stopped because the runtime closes.
+var errClosed = errors.New("the WASM runtime is closed")
 
 // NewRuntime makes a runtime: wazero's compiler (its interpreter where the
 // compiler does not run), WebAssembly 2.0 features without threads, every
@@ -87,7 +88,8 @@ func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runtime{opts: o, slots: make(chan struct{}, o.MaxCalls), tools: map[*Tool]struct{}{}}
+	r := &Runtime{opts: o, slots: make(chan struct{}, o.MaxCalls), tools: map[*Tool]struct{}{},
+		running: map[*running]struct{}{}}
 	if o.CacheDir != "" {
 		if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
 			return nil, armory.E(op, armory.KindUnavailable, fmt.Sprintf("cannot make the compilation cache %s: %v", o.CacheDir, err))
@@ -236,16 +238,44 @@ func (r *Runtime) acquire(ctx context.Context) error {
 
 func (r *Runtime) release() { <-r.slots }
 
+// running is a call in progress: Close stops it and waits for it.
+type running struct{ stop context.CancelCauseFunc }
+
+// begin registers a call, which Close stops with stop; nil once the
+// runtime is closed. end is its pair.
+func (r *Runtime) begin(stop context.CancelCauseFunc) *running {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	c := &running{stop: stop}
+	r.running[c] = struct{}{}
+	r.calls.Add(1)
+	return c
+}
+
+func (r *Runtime) end(c *running) {
+	r.mu.Lock()
+	delete(r.running, c)
+	r.mu.Unlock()
+	r.calls.Done()
+}
+
 func (r *Runtime) forget(t *Tool) {
 	r.mu.Lock()
 	delete(r.tools, t)
 	r.mu.Unlock()
 }
 
-// Close closes every tool (their warm instances and compiled code), the
-// runtime and the cache (on disk, the cache stays). Calls running then
-// are stopped; later calls fail with KindUnavailable. Close is safe to
-// call more than once.
+// Close stops the calls still running (they fail with KindUnavailable)
+// and waits for them to end, then closes every tool (their warm instances
+// and compiled code), the runtime and the cache (on disk, the cache
+// stays). Later calls fail with KindUnavailable. Should ctx end before
+// the stopped calls have (a module stops at its next loop or call; a
+// host call it is in finishes first), Close returns ctx's error and
+// leaves wazero's runtime open rather than free memory a module may still
+// touch. Close is safe to call more than once.
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed {
@@ -253,12 +283,25 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.closed = true
+	for c := range r.running {
+		c.stop(errClosed)
+	}
 	tools := make([]*Tool, 0, len(r.tools))
 	for t := range r.tools {
 		tools = append(tools, t)
 	}
 	r.tools = nil
 	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		r.calls.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return armory.E("wasm.Runtime.Close", armory.KindTimeout, "calls still running", ctx.Err())
+	}
 	for _, t := range tools {
 		t.Close(ctx)
 	}
@@ -266,7 +309,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	// runtime under it goes.
 	r.compile.Lock()
 	defer r.compile.Unlock()
-	err := r.rt.CloseWithExitCode(ctx, exitRuntimeClosed)
+	err := r.rt.Close(ctx)
 	if e := r.cache.Close(ctx); err == nil {
 		err = e
 	}

@@ -267,6 +267,14 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	}
 	callCtx, cancel := context.WithTimeout(ctx, t.def.Timeout)
 	defer cancel()
+	// runCtx ends the module early: for its output, or the runtime closing.
+	runCtx, stop := context.WithCancelCause(callCtx)
+	defer stop(nil)
+	running := t.r.begin(stop)
+	if running == nil {
+		return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
+	}
+	defer t.r.end(running)
 	var roots []*os.Root
 	if len(t.def.Wasm.Files) > 0 {
 		if inv.Agent == nil || inv.Agent.Workspace == "" {
@@ -284,14 +292,17 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 			}
 		}()
 	}
-	if err := t.r.acquire(callCtx); err != nil {
+	if err := t.r.acquire(runCtx); err != nil {
+		if context.Cause(runCtx) == errClosed {
+			return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
+		}
 		if ctx.Err() != nil {
 			return armory.Failf(armory.KindTimeout, "%s: the call ended before a place was free (%d WASM calls run at once)", name, cap(t.r.slots))
 		}
 		return armory.Failf(armory.KindTimeout, "%s: no place was free within the timeout of %s (%d WASM calls run at once)", name, t.def.Timeout, cap(t.r.slots))
 	}
 	defer t.r.release()
-	in, err := t.take(callCtx)
+	in, err := t.take(runCtx)
 	if err != nil {
 		if t.r.isClosed() || t.isClosed() {
 			return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
@@ -301,8 +312,6 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	defer t.refill() // after the call: making the next instance does not compete with it
 	defer in.close()
 
-	runCtx, stop := context.WithCancelCause(callCtx)
-	defer stop(nil)
 	in.ctx = runCtx
 	in.stdin.r = bytes.NewReader(args)
 	in.stdout.over = func() { stop(errOutput) }
@@ -361,7 +370,7 @@ func (t *Tool) report(in *instance, err error, ctx, callCtx, runCtx context.Cont
 	case in.stdout.total > int64(in.stdout.max):
 		withOut = false
 		status = fmt.Sprintf("output exceeded max_output (%d bytes); the module was stopped and its output is not returned: ask for less, or raise max_output in toolbox.yaml (at most %d)", in.stdout.max, world.MaxToolMaxOutput)
-	case code == exitRuntimeClosed && t.r.isClosed():
+	case stoppedByCtx && context.Cause(runCtx) == errClosed:
 		kind = armory.KindUnavailable
 		status = "the WASM runtime closed while the module ran; it was stopped"
 	case stoppedByCtx && callCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
