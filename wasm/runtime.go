@@ -8,7 +8,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -138,6 +141,9 @@ func (r *Runtime) Tool(def *world.ToolboxTool) (armory.Tool, error) {
 	if r.isClosed() {
 		return nil, armory.E(op, armory.KindUnavailable, "the WASM runtime is closed")
 	}
+	if why := checkDef(def); why != "" {
+		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s:%d: %s", def.File, def.Wasm.Line, why))
+	}
 	bin, err := readModule(def.Wasm.ModulePath, r.opts.MaxModuleBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, armory.E(op, armory.KindNotFound, fmt.Sprintf("%s does not exist", where), err)
@@ -183,6 +189,42 @@ func (r *Runtime) Tool(def *world.ToolboxTool) (armory.Tool, error) {
 	}
 	r.tools[t] = struct{}{}
 	return t, nil
+}
+
+// checkDef holds a definition made by other code than world's parser (a
+// skill pack's) to the rules world.ParseToolbox enforces: the limits in
+// their bounds, grants that stay in the workspace clear of protected
+// folders, and the capability each grant needs. It returns what is wrong.
+func checkDef(def *world.ToolboxTool) string {
+	w := def.Wasm
+	switch {
+	case def.Timeout <= 0 || def.Timeout > world.MaxToolTimeout:
+		return fmt.Sprintf("timeout %s is not between 0 and %s", def.Timeout, world.MaxToolTimeout)
+	case def.MaxOutput <= 0 || def.MaxOutput > world.MaxToolMaxOutput:
+		return fmt.Sprintf("max_output %d is not between 1 and %d", def.MaxOutput, world.MaxToolMaxOutput)
+	case w.Memory < world.WasmPageSize || w.Memory > world.MaxWasmMemory || w.Memory%world.WasmPageSize != 0:
+		return fmt.Sprintf("memory %d is not a whole number of 64KiB pages up to 1GiB", w.Memory)
+	case len(w.Files) > world.MaxWasmFiles:
+		return fmt.Sprintf("%d granted folders; the limit is %d", len(w.Files), world.MaxWasmFiles)
+	case !filepath.IsAbs(w.ModulePath):
+		return fmt.Sprintf("the module path %q is not absolute", w.ModulePath)
+	}
+	for _, g := range w.Files {
+		p := g.Path
+		switch {
+		case p == "" || path.Clean(p) != p || path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") || strings.ContainsAny(p, "\\\x00"):
+			return fmt.Sprintf("the granted folder %q is not a clean path inside the workspace", p)
+		case protectedPath(p):
+			return fmt.Sprintf("the granted folder %q is or is inside .git, .ssh or .armory", p)
+		case g.Write && p == ".":
+			return "the whole workspace cannot be granted for writing"
+		case g.Write && !def.Manifest.Has(armory.CapWriteFS):
+			return fmt.Sprintf("the folder %q is granted for writing but the tool does not declare write_fs", p)
+		case !g.Write && !def.Manifest.Has(armory.CapReadFS):
+			return fmt.Sprintf("the folder %q is granted for reading but the tool does not declare read_fs", p)
+		}
+	}
+	return ""
 }
 
 // readModule reads a .wasm file of at most limit bytes; it must be a

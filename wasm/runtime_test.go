@@ -6,12 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/world"
 )
 
 // cacheFiles lists the files of a cache folder with their inode and
@@ -164,5 +166,36 @@ func TestClosedRuntime(t *testing.T) {
 	failed(t, call(t, tool, "", op{"op": "echo"}), armory.KindUnavailable, "the WASM runtime is closed")
 	if _, err := r.Tool(def(probe(t))); armory.KindOf(err) != armory.KindUnavailable {
 		t.Fatalf("Tool after Close: %v", err)
+	}
+}
+
+// A definition not made by world's parser (a skill pack's) is held to the
+// same rules.
+func TestToolRefusesABadDefinition(t *testing.T) {
+	r := newRuntime(t, Options{})
+	m := probe(t)
+	tests := []struct {
+		edit func(*world.ToolboxTool)
+		want string
+	}{
+		{grants(world.WasmFile{Path: "../up"}), `the granted folder "../up" is not a clean path inside the workspace`},
+		{grants(world.WasmFile{Path: "/etc"}), `the granted folder "/etc" is not a clean path`},
+		{grants(world.WasmFile{Path: "a/./b"}), `is not a clean path`},
+		{grants(world.WasmFile{Path: "repo/.git"}), `is or is inside .git, .ssh or .armory`},
+		{grants(world.WasmFile{Path: ".", Write: true}), `the whole workspace cannot be granted for writing`},
+		{func(d *world.ToolboxTool) {
+			d.Wasm.Files = []world.WasmFile{{Path: "out", Write: true}}
+			d.Manifest.Capabilities = []armory.Capability{armory.CapReadFS}
+		}, `granted for writing but the tool does not declare write_fs`},
+		{func(d *world.ToolboxTool) { d.Wasm.Memory = 2 << 30 }, `memory 2147483648 is not a whole number of 64KiB pages up to 1GiB`},
+		{func(d *world.ToolboxTool) { d.Timeout = 0 }, `timeout 0s is not between`},
+		{func(d *world.ToolboxTool) { d.MaxOutput = 0 }, `max_output 0 is not between`},
+		{func(d *world.ToolboxTool) { d.Wasm.ModulePath = "m.wasm" }, `is not absolute`},
+	}
+	for _, tc := range tests {
+		_, err := r.Tool(def(m, tc.edit))
+		if armory.KindOf(err) != armory.KindInvalid || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("error = %v, want %q", err, tc.want)
+		}
 	}
 }
