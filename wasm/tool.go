@@ -35,9 +35,9 @@ const (
 	maxTrapText = 2 << 10
 )
 
-// Env is the whole environment a module gets: its working directory is
+// env is the whole environment a module gets: its working directory is
 // /workspace, no variable of the host reaches it.
-var Env = map[string]string{"PWD": world.WasmWorkspace, "HOME": world.WasmWorkspace, "LANG": "C.UTF-8", "TZ": "UTC"}
+var env = map[string]string{"PWD": world.WasmWorkspace, "HOME": world.WasmWorkspace, "LANG": "C.UTF-8", "TZ": "UTC"}
 
 // Tool is a WASM tool: a compiled module run in a fresh instance for each
 // call. Safe for concurrent use.
@@ -140,13 +140,13 @@ func (t *Tool) newInstance(ctx context.Context) (*instance, error) {
 		WithFSConfig(fsc).
 		WithSysWalltime().WithSysNanotime().WithNanosleep(in.sleep).WithOsyield(goruntime.Gosched).
 		WithRandSource(rand.Reader)
-	keys := make([]string, 0, len(Env))
-	for k := range Env {
+	keys := make([]string, 0, len(env))
+	for k := range env {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		cfg = cfg.WithEnv(k, Env[k])
+		cfg = cfg.WithEnv(k, env[k])
 	}
 	mod, err := t.r.rt.InstantiateModule(experimental.WithMemoryAllocator(ctx, in.mem), t.cm, cfg)
 	if err != nil {
