@@ -182,6 +182,11 @@ func New(w *world.World, opts Options) (*Roster, error) {
 			}
 			seen[name] = "a tool of module " + mt.Source
 			h.module[name] = mt.Source
+			if tb := toolboxOf(w, name); tb != "" {
+				// A toolbox's tool that a module runs (a WASM module): an
+				// agent's "## Toolbox" grants it, as the toolbox's others.
+				h.box[name] = tb
+			}
 			tools = append(tools, t)
 		}
 	}
@@ -288,6 +293,15 @@ func allSkills(w *world.World) []*world.Skill {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].File < out[j].File })
 	return out
+}
+
+// toolboxOf returns the toolbox that declares the tool named name, or "".
+func toolboxOf(w *world.World, name string) string {
+	tb, short, ok := strings.Cut(name, ".")
+	if !ok || w.Toolboxes[tb] == nil || w.Toolboxes[tb].Tool(short) == nil {
+		return ""
+	}
+	return tb
 }
 
 func withWarnings(err error, warns world.Diagnostics) error {

@@ -63,8 +63,9 @@ func binaryDir(def *world.ToolboxTool) string {
 	return ""
 }
 
-// FromWorld returns the tools of every toolbox the world allows, in no
-// particular order.
+// FromWorld returns the binary tools of every toolbox the world allows, in
+// no particular order. Tools that run a WebAssembly module (Wasm set) are
+// left to package wasm.
 func FromWorld(w *world.World) []armory.Tool {
 	var names []string
 	for n := range w.Toolboxes {
@@ -74,6 +75,9 @@ func FromWorld(w *world.World) []armory.Tool {
 	var out []armory.Tool
 	for _, n := range names {
 		for _, d := range w.Toolboxes[n].Tools {
+			if d.Wasm != nil {
+				continue
+			}
 			out = append(out, New(d))
 		}
 	}

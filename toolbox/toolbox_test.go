@@ -334,3 +334,23 @@ func TestCodingAgentCompaction(t *testing.T) {
 		t.Fatalf("raw = %q", res.Text)
 	}
 }
+
+// A toolbox tool that runs a WebAssembly module is package wasm's:
+// FromWorld builds only the binary tools.
+func TestFromWorldLeavesWasmTools(t *testing.T) {
+	dir := testenv.WriteTree(t, t.TempDir(), map[string]string{
+		"world-config.yaml":     "name: w\nagents: [{id: a, archetype: a}]\ntoolboxes: [box]\n",
+		"archetype/a/config.md": "## Tools\n",
+		"toolbox/box/toolbox.yaml": "name: box\ntools:\n" +
+			"  - {name: bin, description: d, binary: wc}\n" +
+			"  - {name: mod, description: d, wasm: m.wasm}\n",
+	})
+	w, err := world.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := FromWorld(w)
+	if len(tools) != 1 || tools[0].Spec().Name != "box.bin" {
+		t.Fatalf("tools = %v", tools)
+	}
+}

@@ -141,7 +141,7 @@ const (
 )
 
 var toolboxKeys = []string{"name", "description", "tools"}
-var toolKeys = []string{"name", "description", "binary", "args", "danger", "capabilities", "permission", "category", "timeout", "max_output", "env"}
+var toolKeys = []string{"name", "description", "binary", "wasm", "args", "input_schema", "danger", "capabilities", "permission", "category", "timeout", "max_output", "memory", "files", "env"}
 var argKeys = []string{"name", "type", "flag", "required", "description", "enum"}
 
 // loadToolboxes discovers toolbox/*/toolbox.yaml and toolbox.json ("drop a
@@ -265,6 +265,8 @@ func parseToolboxTool(r nodeReader, tb *Toolbox, n *yamlNode) *ToolboxTool {
 		r.ds.Errorf(r.file, line, format, args...)
 		bad = true
 	}
+	var wf wasmFields
+	var wasmOnly []pair
 	for _, p := range pairs {
 		what := "tool " + t.Name + ": " + p.key
 		switch p.key {
@@ -274,14 +276,25 @@ func parseToolboxTool(r nodeReader, tb *Toolbox, n *yamlNode) *ToolboxTool {
 			t.Description, _ = r.str(p.v, what)
 		case "binary":
 			t.Binary, _ = r.str(p.v, what)
+			wf.binaryLine = p.k.Line
 		case "args":
 			t.Args = parseArgs(r, p.v, t.Name, &bad)
+			wf.argsLine = p.k.Line
+		case "wasm":
+			wf.module = p.v
+		case "input_schema":
+			wf.schema, wf.schemaLine, wasmOnly = p.v, p.k.Line, append(wasmOnly, p)
+		case "memory":
+			wf.memory, wasmOnly = p.v, append(wasmOnly, p)
+		case "files":
+			wf.files, wasmOnly = p.v, append(wasmOnly, p)
 		case "danger":
 			if d, ok := parsed(r, p.v, what, armory.ParseDanger, &bad); ok {
 				t.Manifest.Danger = d
 			}
 		case "capabilities":
 			t.Manifest.Capabilities = parsedList(r, p.v, what, armory.ParseCapability, &bad)
+			wf.capsSet = true
 		case "permission":
 			if pm, ok := parsed(r, p.v, what, armory.ParsePermission, &bad); ok {
 				t.Manifest.Permission = pm
@@ -303,6 +316,7 @@ func parseToolboxTool(r nodeReader, tb *Toolbox, n *yamlNode) *ToolboxTool {
 				bad = true
 			}
 		case "env":
+			wf.envLine = p.k.Line
 			items, _ := r.strList(p.v, what)
 			for _, it := range items {
 				if !envNameRE.MatchString(it.Value) {
@@ -324,9 +338,19 @@ func parseToolboxTool(r nodeReader, tb *Toolbox, n *yamlNode) *ToolboxTool {
 	if strings.TrimSpace(t.Description) == "" && t.Name != "" {
 		r.ds.Warnf(r.file, n.Line, "tool %q has no description: models will not know what it does", t.Name)
 	}
+	if wf.module != nil {
+		parseWasm(r, tb, t, wf, &bad)
+		if bad {
+			return nil
+		}
+		return t
+	}
+	for _, p := range wasmOnly {
+		fail(p.k.Line, "tool %s: %s is for a wasm tool; a binary tool declares args", t.Name, p.key)
+	}
 	switch {
 	case t.Binary == "":
-		fail(n.Line, "tool %q has no binary", t.Name)
+		fail(n.Line, "tool %q has no binary (or wasm module)", t.Name)
 	case strings.ContainsRune(t.Binary, 0):
 		fail(n.Line, "tool %q: binary contains a NUL byte", t.Name)
 	case filepath.IsAbs(t.Binary):

@@ -25,6 +25,7 @@ import (
 	"github.com/armory-dev/armory/sandbox"
 	"github.com/armory-dev/armory/services"
 	"github.com/armory-dev/armory/skills"
+	"github.com/armory-dev/armory/wasm"
 	"github.com/armory-dev/armory/world"
 )
 
@@ -69,7 +70,15 @@ func (a *app) logger() *slog.Logger {
 
 // run executes the command line args and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{}), skills.New(skills.Options{})}}
+	wm := wasm.New(wasm.Options{})
+	sk := skills.New(skills.Options{Wasm: func() skills.WasmRuntime {
+		if rt := wm.Runtime(); rt != nil {
+			return rt
+		}
+		return nil // no runtime: a skill's WASM tools are unavailable, with the reason
+	}})
+	// wasm before skills: a skill's WASM tools are built on its runtime.
+	a := &app{stdout: stdout, stderr: stderr, modules: []engine.Module{services.New(services.Options{}), wm, sk}}
 	defer a.closeAll()
 	root := a.rootCmd()
 	root.SetArgs(args)

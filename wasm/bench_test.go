@@ -1,0 +1,144 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/armory-dev/armory"
+	"github.com/armory-dev/armory/sandbox"
+	"github.com/armory-dev/armory/toolbox"
+	"github.com/armory-dev/armory/world"
+)
+
+// benchRequest is what the benchmarks ask the example jsonpick tool.
+const benchRequest = `{"json":{"items":[{"id":1,"name":"a"},{"id":2,"name":"b"},{"id":3,"name":"c"}]},"paths":["items.*.id","items.-1.name"]}`
+
+const benchAnswer = `{"missing":[],"picked":{"items.*.id":[1,2,3],"items.-1.name":"c"}}` + "\n"
+
+// goNative builds the Go main package in dir for this machine.
+func goNative(b *testing.B, dir string) string {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), filepath.Base(dir))
+	cmd := exec.Command("go", "build", "-o", out, "./"+dir)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build %s: %v\n%s", dir, err, msg)
+	}
+	return out
+}
+
+// BenchmarkWarmCallVsSandboxedBinary runs the example jsonpick tool as a
+// WASM tool and, interleaved in the same loop, the same Go program built
+// for the host as a toolbox binary tool in the process sandbox (bwrap):
+// wasm-ns/op and binary-ns/op are each one call, faster is binary-ns over
+// wasm-ns. "cold" runs the sandbox without its warm pool, "warm-pool" with
+// it (armory serve's default); the WASM tool keeps its own warm instance
+// (Options.Warm, the default) in both.
+func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
+	if err := sandbox.Requirement("bwrap"); err != nil {
+		b.Skip("no bwrap sandbox:", err)
+	}
+	wasmDef := def(goWasm(b, "../example/wasm/jsonpick"))
+	binDef := &world.ToolboxTool{Toolbox: "lab", Name: "jsonpick", Binary: goNative(b, "../example/wasm/jsonpick"),
+		Args:    []world.Arg{{Name: "request", Type: world.ArgPositional, Required: true}},
+		Timeout: 20 * time.Second, MaxOutput: 64 << 10, Manifest: armory.Manifest{Danger: armory.DangerSafe}}
+	binDef.BinaryPath = binDef.Binary
+	bin := toolbox.New(binDef)
+	r := newRuntime(b, Options{})
+	wt := mustTool(b, r, wasmDef)
+	agent := &armory.AgentEnv{ID: "bench", Workspace: b.TempDir(), Sandbox: armory.SandboxPolicy{Backend: "bwrap"}}
+	wasmInv := armory.Invocation{Args: json.RawMessage(benchRequest), Agent: agent}
+	binArgs, _ := json.Marshal(map[string]string{"request": benchRequest})
+	binInv := armory.Invocation{Args: binArgs, Agent: agent}
+	run := func(tool armory.Tool, inv armory.Invocation) {
+		if res := tool.Execute(context.Background(), inv); !res.Success || res.Text != benchAnswer {
+			b.Fatalf("%s: %v %q", tool.Spec().Name, res.Kind, res.Text)
+		}
+	}
+	run(wt, wasmInv) // the first call starts the tool's warm instances
+	waitFor(b, func() bool { return len(wt.warm) == cap(wt.warm) })
+	for _, mode := range []string{"cold", "warm-pool"} {
+		b.Run(mode, func(b *testing.B) {
+			if mode == "warm-pool" {
+				sandbox.EnablePool(sandbox.PoolOptions{})
+				defer sandbox.ClosePool()
+				run(bin, binInv)
+			}
+			var tw, tb time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				run(wt, wasmInv)
+				t1 := time.Now()
+				run(bin, binInv)
+				tw += t1.Sub(t0)
+				tb += time.Since(t1)
+			}
+			b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+			b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "binary-ns/op")
+			b.ReportMetric(float64(tb)/float64(tw), "faster")
+		})
+	}
+	// Back to back, with no gap for the warm instance to be made again,
+	// and with none kept at all.
+	b.Run("wasm-back-to-back", func(b *testing.B) {
+		for b.Loop() {
+			run(wt, wasmInv)
+		}
+	})
+	b.Run("wasm-no-warm", func(b *testing.B) {
+		cold := mustTool(b, newRuntime(b, Options{Warm: -1}), wasmDef)
+		for b.Loop() {
+			run(cold, wasmInv)
+		}
+	})
+	// What a call costs without a language runtime starting inside the
+	// module (a hand-written WASI echo): Armory's and wazero's share.
+	b.Run("minimal-module", func(b *testing.B) {
+		echo := mustTool(b, r, def(wasmFile(b, echoModule())))
+		inv := armory.Invocation{Args: json.RawMessage(benchRequest)}
+		for b.Loop() {
+			if res := echo.Execute(context.Background(), inv); res.Text != benchRequest {
+				b.Fatalf("%v %q", res.Kind, res.Text)
+			}
+		}
+	})
+}
+
+// BenchmarkColdStart is a restart's first call: a new runtime, the tool
+// made (its module compiled, or loaded from the compilation cache on
+// disk), one call. "cached" has the cache a previous run left; "uncached"
+// keeps compiled code in memory only, so each start compiles.
+func BenchmarkColdStart(b *testing.B) {
+	module := goWasm(b, "../example/wasm/jsonpick")
+	dir := filepath.Join(b.TempDir(), "cache")
+	start := func(b *testing.B, cache string) {
+		r, err := NewRuntime(context.Background(), Options{CacheDir: cache})
+		if err != nil {
+			b.Fatal(err)
+		}
+		tool, err := r.Tool(def(module))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res := tool.Execute(context.Background(), armory.Invocation{Args: json.RawMessage(benchRequest)}); res.Text != benchAnswer {
+			b.Fatalf("%v %q", res.Kind, res.Text)
+		}
+		r.Close(context.Background())
+	}
+	start(b, dir) // fills the cache
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			start(b, dir)
+		}
+	})
+	b.Run("uncached", func(b *testing.B) {
+		for b.Loop() {
+			start(b, "")
+		}
+	})
+}
