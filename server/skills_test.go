@@ -328,7 +328,7 @@ func TestSkillsREST(t *testing.T) {
 	l := decode[list](t, "GET /api/skills", status, body, 200)
 	// researcher's config.md lists it under "## Skills": held from the start.
 	if len(l.Skills) != 1 || l.Skills[0].Name != "text-tools" || l.Skills[0].Scope != "world" || !slices.Equal(l.Skills[0].Holders, []string{"researcher"}) ||
-		!slices.Equal(l.Skills[0].Tools, []string{grepTool}) {
+		!slices.Equal(l.Skills[0].Tools, []string{grepTool, "text-tools.wordstats"}) {
 		t.Fatalf("list: %s", body)
 	}
 	status, body, _ = e.do("GET", "/api/skills/text-tools", admin, "")
