@@ -61,7 +61,7 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 		}
 	}
 	run(wt, wasmInv) // the first call starts the tool's warm instances
-	waitFor(b, func() bool { return len(wt.warm) == cap(wt.warm) })
+	waitFor(b, func() bool { return keptFor(wt, agent) == 1 })
 	for _, mode := range []string{"cold", "warm-pool"} {
 		b.Run(mode, func(b *testing.B) {
 			if mode == "warm-pool" {

@@ -129,11 +129,15 @@ func callCtx(ctx context.Context, t testing.TB, tool armory.Tool, ws string, arg
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := armory.Invocation{Args: raw}
-	if ws != "" {
-		inv.Agent = &armory.AgentEnv{ID: "tester", Workspace: ws}
+	return tool.Execute(ctx, armory.Invocation{Args: raw, Agent: tester(ws)})
+}
+
+// tester is the agent whose workspace is ws; nil for "".
+func tester(ws string) *armory.AgentEnv {
+	if ws == "" {
+		return nil
 	}
-	return tool.Execute(ctx, inv)
+	return &armory.AgentEnv{ID: "tester", Workspace: ws}
 }
 
 // op is a probe request.
@@ -185,4 +189,34 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// keptFor counts the instances a tool keeps started ahead for agent ag
+// (nil: calls with no agent).
+func keptFor(tool *Tool, ag *armory.AgentEnv) int {
+	a := agentOf(ag)
+	tool.mu.Lock()
+	defer tool.mu.Unlock()
+	n := 0
+	for _, in := range tool.pool {
+		if in.started && in.key == a.key {
+			n++
+		}
+	}
+	return n
+}
+
+// keptAll counts the instances a tool keeps made ahead.
+func keptAll(tool *Tool) int {
+	tool.mu.Lock()
+	defer tool.mu.Unlock()
+	return len(tool.pool)
+}
+
+// startedAhead calls tool once for the agent with workspace ws (the call
+// makes instances ahead for that agent), and waits until one is started.
+func startedAhead(t testing.TB, tool *Tool, ws string) {
+	t.Helper()
+	stillServes(t, tool, ws)
+	waitFor(t, func() bool { return keptFor(tool, tester(ws)) > 0 })
 }

@@ -75,10 +75,37 @@ func (w *headTail) text() string {
 }
 
 // input is a module's stdin: the call's arguments, set when the call
-// binds the instance; empty before.
-type input struct{ r *bytes.Reader }
+// binds the instance; empty before. An instance started ahead of its call
+// waits for them instead (waitFor).
+type input struct {
+	r *bytes.Reader
+	// Started ahead: the module's first read closes ready and waits for
+	// feed (the call's arguments) or done (the instance stopped: the read
+	// ends, empty).
+	ready  chan struct{}
+	feed   chan []byte
+	done   <-chan struct{}
+	waited bool
+}
+
+// waitFor makes reads wait for a call's arguments, or for done.
+func (in *input) waitFor(done <-chan struct{}) {
+	in.ready, in.feed, in.done = make(chan struct{}), make(chan []byte, 1), done
+}
 
 func (in *input) Read(p []byte) (int, error) {
+	if in.r == nil && in.feed != nil {
+		if !in.waited {
+			in.waited = true
+			close(in.ready)
+		}
+		select {
+		case b := <-in.feed:
+			in.r = bytes.NewReader(b)
+		case <-in.done:
+			return 0, io.EOF
+		}
+	}
 	if in.r == nil {
 		return 0, io.EOF
 	}
