@@ -359,9 +359,11 @@ func (in *instance) serve(runCtx context.Context, args []byte, roots []*os.Root)
 	}
 	closeRoots(in.roots)
 	in.roots = nil
+	// The arguments first: a call ended already still hands them over,
+	// and the module is stopped as any call's.
+	in.stdin.feed <- args
 	stop := context.AfterFunc(runCtx, func() { in.cancel(context.Cause(runCtx)) })
 	defer stop()
-	in.stdin.feed <- args
 	<-in.exited
 	return in.err
 }

@@ -37,8 +37,9 @@ func goNative(b *testing.B, dir string) string {
 // for the host as a toolbox binary tool in the process sandbox (bwrap):
 // wasm-ns/op and binary-ns/op are each one call, faster is binary-ns over
 // wasm-ns. "cold" runs the sandbox without its warm pool, "warm-pool" with
-// it (armory serve's default); the WASM tool keeps its own warm instance
-// (Options.Warm, the default) in both.
+// it (armory serve's default); the WASM tool keeps its own instance made
+// and started ahead (Options.Warm, the default) in both; started-ahead is
+// the share of its calls that found one.
 func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	if err := sandbox.Requirement("bwrap"); err != nil {
 		b.Skip("no bwrap sandbox:", err)
@@ -62,6 +63,9 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	}
 	run(wt, wasmInv) // the first call starts the tool's warm instances
 	waitFor(b, func() bool { return keptFor(wt, agent) == 1 })
+	served := func(tool *Tool, b *testing.B, from int64) {
+		b.ReportMetric(float64(tool.servedStarted.Load()-from)/float64(b.N), "started-ahead")
+	}
 	for _, mode := range []string{"cold", "warm-pool"} {
 		b.Run(mode, func(b *testing.B) {
 			if mode == "warm-pool" {
@@ -70,6 +74,7 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 				run(bin, binInv)
 			}
 			var tw, tb time.Duration
+			from := wt.servedStarted.Load()
 			for b.Loop() {
 				t0 := time.Now()
 				run(wt, wasmInv)
@@ -81,14 +86,32 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 			b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
 			b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "binary-ns/op")
 			b.ReportMetric(float64(tb)/float64(tw), "faster")
+			served(wt, b, from)
 		})
 	}
-	// Back to back, with no gap for the warm instance to be made again,
-	// and with none kept at all.
+	// Back to back, with no gap for the next instance to be made and
+	// started; with instances made ahead but not started (the module's
+	// start in the call); with none kept at all.
 	b.Run("wasm-back-to-back", func(b *testing.B) {
+		from := wt.servedStarted.Load()
 		for b.Loop() {
 			run(wt, wasmInv)
 		}
+		served(wt, b, from)
+	})
+	b.Run("wasm-not-started", func(b *testing.B) {
+		plain := mustTool(b, newRuntime(b, Options{noStart: true}), wasmDef)
+		run(plain, wasmInv)
+		waitFor(b, func() bool { return keptAll(plain) == 1 })
+		var tw time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			run(plain, wasmInv)
+			tw += time.Since(t0)
+			// The next instance made, as between an agent's calls.
+			waitFor(b, func() bool { return keptAll(plain) == 1 })
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
 	})
 	b.Run("wasm-no-warm", func(b *testing.B) {
 		cold := mustTool(b, newRuntime(b, Options{Warm: -1}), wasmDef)
@@ -101,11 +124,13 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	b.Run("minimal-module", func(b *testing.B) {
 		echo := mustTool(b, r, def(wasmFile(b, echoModule())))
 		inv := armory.Invocation{Args: json.RawMessage(benchRequest)}
+		from := echo.servedStarted.Load()
 		for b.Loop() {
 			if res := echo.Execute(context.Background(), inv); res.Text != benchRequest {
 				b.Fatalf("%v %q", res.Kind, res.Text)
 			}
 		}
+		served(echo, b, from)
 	})
 }
 

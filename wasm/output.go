@@ -102,8 +102,13 @@ func (in *input) Read(p []byte) (int, error) {
 		select {
 		case b := <-in.feed:
 			in.r = bytes.NewReader(b)
-		case <-in.done:
-			return 0, io.EOF
+		default:
+			select {
+			case b := <-in.feed:
+				in.r = bytes.NewReader(b)
+			case <-in.done:
+				return 0, io.EOF
+			}
 		}
 	}
 	if in.r == nil {
