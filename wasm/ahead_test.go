@@ -176,9 +176,9 @@ func TestStartedAheadIdleAreClosed(t *testing.T) {
 	tool := mustTool(t, r, def(probe(t)))
 	stillServes(t, tool)
 	waitFor(t, func() bool { return tool.startsTried.Load() >= 2 && keptAll(tool) == 0 && r.live.Load() == 0 })
-	// The refiller waits for the next call; the instances' goroutines are
-	// gone.
-	noMoreGoroutines(t, base+1)
+	// The refiller waits for the next call, the unmapper for memory to
+	// give back; the instances' goroutines are gone.
+	noMoreGoroutines(t, base+2)
 	stillServes(t, tool)
 }
 

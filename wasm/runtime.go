@@ -75,6 +75,7 @@ type Runtime struct {
 	wasi    map[string]api.FunctionDefinition // what WASI preview 1 exports
 	slots   chan struct{}
 	compile sync.Mutex // one compilation at a time: the machine's cores serve the calls
+	unmap   *unmapper  // closed instances' memories, given back off the calls' path
 
 	mu      sync.Mutex
 	closed  bool
@@ -139,6 +140,7 @@ func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, armory.E(op, armory.KindInternal, "cannot instantiate WASI", err)
 	}
 	r.wasi = r.rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()
+	r.unmap = newUnmapper()
 	return r, nil
 }
 
@@ -376,5 +378,6 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if e := r.cache.Close(ctx); err == nil {
 		err = e
 	}
+	r.unmap.close()
 	return err
 }

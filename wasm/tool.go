@@ -188,7 +188,7 @@ type instance struct {
 // newInstance instantiates the module without running it.
 func (t *Tool) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{t: t, stdin: &input{}, stdout: &capped{max: t.def.MaxOutput}, stderr: &headTail{head: StderrHead, tail: StderrTail},
-		mem: &capAllocator{cap: uint64(t.def.Wasm.Memory)}}
+		mem: &capAllocator{cap: uint64(t.def.Wasm.Memory), unmap: t.r.unmap}}
 	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(newRootFS(t.guests), "/")
 	for i, g := range t.def.Wasm.Files {
 		gf := &grantFS{write: g.Write}
