@@ -27,8 +27,14 @@ import (
 // Having run code, such an instance belongs to the agent it was started
 // for: its granted folders were mounted from that agent's workspace, and
 // it serves that agent's calls only (agentRef). The call opens the grants
-// again, with today's checks, and mounts those; the instance's earlier
-// ones are closed.
+// again, with the usual checks, and the module's read mounts those (on the
+// module's goroutine, as nothing else of it runs there) before it returns
+// the arguments; the instance's earlier ones are closed.
+//
+// A call that finds no instance kept for its agent, while one is being
+// started for it, claims that one (it has a head start on a new one, and
+// a new one would compete with it for the same cores): the call's
+// arguments wait for the module's read.
 //
 // A module that does not read stdin within the start bound
 // (startBound), or exits, or fails first (a trap, more than max_output on
@@ -80,21 +86,43 @@ func (t *Tool) startBound() time.Duration {
 	return min(t.def.Timeout, MaxStartBound)
 }
 
-// takeWarm takes an instance made ahead for a call for a: one started for
-// a first, else one not started; nil when there is none.
-func (t *Tool) takeWarm(a agentRef) *instance {
+// starting is the start under way of an instance ahead, for the agent of
+// key; a call for that agent that finds none kept claims it. made is
+// closed once the instance runs (in), or could not be made (in nil).
+type starting struct {
+	key     string
+	made    chan struct{}
+	in      *instance
+	claimed bool
+}
+
+// take returns an instance for a call for a: one started ahead for a;
+// else the one being started for a; else one made ahead without starting;
+// else a new one.
+func (t *Tool) take(ctx context.Context, a agentRef) (*instance, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	i := slices.IndexFunc(t.pool, func(in *instance) bool { return in.started && in.key == a.key })
 	if i < 0 {
+		if s := t.starting; s != nil && s.key == a.key && !s.claimed {
+			s.claimed = true
+			t.mu.Unlock()
+			<-s.made
+			if s.in != nil {
+				s.in.claimed = true
+				return s.in, nil
+			}
+			return t.newInstance(ctx)
+		}
 		i = slices.IndexFunc(t.pool, func(in *instance) bool { return !in.started })
 	}
 	if i < 0 {
-		return nil
+		t.mu.Unlock()
+		return t.newInstance(ctx)
 	}
 	in := t.pool[i]
 	t.pool = slices.Delete(t.pool, i, i+1)
-	return in
+	t.mu.Unlock()
+	return in, nil
 }
 
 // refill asks the refiller (started at the tool's first call) to make
@@ -220,14 +248,11 @@ func (t *Tool) fill(a agentRef) bool {
 		if out != nil {
 			out.drop()
 		}
-		var in *instance
 		if start {
-			var fault bool
-			var err error
-			in, fault, err = t.startAhead(a)
+			pooled, fault, err := t.startAhead(a)
 			switch {
-			case fault:
-				t.stopStarting(err)
+			case fault != nil:
+				t.stopStarting(fault)
 				continue // made ahead without starting, from now on
 			case errors.Is(err, errClosed):
 				return false
@@ -236,16 +261,19 @@ func (t *Tool) fill(a agentRef) bool {
 				// next call says why.
 				t.r.opts.Logger.Debug("wasm: cannot start an instance ahead", "tool", t.spec.Name, "err", err)
 				return true
-			}
-		} else {
-			ctx, cancel := context.WithTimeout(context.Background(), t.def.Timeout)
-			var err error
-			in, err = t.newInstance(ctx)
-			cancel()
-			if err != nil {
-				t.r.opts.Logger.Warn("wasm: cannot make a warm instance", "tool", t.spec.Name, "err", err)
+			case !pooled:
+				// A call took it while it started: that call's end asks
+				// for the next one, not to compete with it now.
 				return true
 			}
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), t.def.Timeout)
+		in, err := t.newInstance(ctx)
+		cancel()
+		if err != nil {
+			t.r.opts.Logger.Warn("wasm: cannot make a warm instance", "tool", t.spec.Name, "err", err)
+			return true
 		}
 		t.mu.Lock()
 		if t.closed || len(t.pool) >= t.r.opts.Warm {
@@ -270,27 +298,99 @@ func (t *Tool) stopStarting(why error) {
 }
 
 // startAhead makes an instance for a's next call (its grants mounted from
-// a's workspace) and runs its _start until the module reads stdin, at most
-// startBound. fault reports a module that did not get there; err says
-// how, or why no instance could be made (the agent's workspace, the tool
-// closing: errClosed).
-func (t *Tool) startAhead(a agentRef) (in *instance, fault bool, err error) {
+// a's workspace), runs its _start until the module reads stdin, at most
+// startBound, and keeps it (pooled) — unless a call claimed it meanwhile
+// (then it is the call's). fault says how a module did not get to its
+// read; err why no instance could be made (the agent's workspace; the
+// tool closing: errClosed).
+func (t *Tool) startAhead(a agentRef) (pooled bool, fault, err error) {
 	t.startsTried.Add(1)
+	s := &starting{key: a.key, made: make(chan struct{})}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return false, nil, errClosed
+	}
+	t.starting = s
+	t.mu.Unlock()
+	in, err := t.startInstance(a)
+	if err != nil {
+		t.mu.Lock()
+		t.starting = nil
+		t.mu.Unlock()
+		close(s.made) // a claiming call makes its own
+		return false, nil, err
+	}
+	s.in = in
+	close(s.made)
+
+	bound := time.NewTimer(t.startBound())
+	defer bound.Stop()
+	stopping := false
+	select {
+	case <-in.stdin.ready:
+	case <-in.exited:
+	case <-bound.C:
+	case <-t.stop:
+		stopping = true
+	}
+	read, ended := fired(in.stdin.ready), fired(in.exited)
+	t.mu.Lock()
+	t.starting = nil
+	claimed := s.claimed
+	if !claimed && read && in.ctx.Err() == nil && !t.closed && len(t.pool) < t.r.opts.Warm {
+		in.made = time.Now()
+		t.pool = append(t.pool, in)
+		t.mu.Unlock()
+		return true, nil, nil
+	}
+	closing := t.closed
+	t.mu.Unlock()
+	switch {
+	case claimed && read:
+	case claimed && ended && in.ctx.Err() != nil:
+		// Stopped by its call's end before reading: nothing is known.
+	case claimed && ended:
+		fault = in.endedEarly() // its call gets what it wrote, as from any instance
+	case claimed && !stopping:
+		fault = fmt.Errorf("it did not read its input within %s of its start", t.startBound())
+	case claimed:
+	case read && in.ctx.Err() != nil: // stopped for its output, then read
+		fault = fmt.Errorf("it wrote more than max_output (%d bytes) to stdout before reading its input", t.def.MaxOutput)
+	case read:
+	case ended:
+		fault = in.endedEarly()
+	case !stopping:
+		fault = fmt.Errorf("it did not read its input within %s of its start", t.startBound())
+	}
+	if !claimed {
+		in.drop()
+	}
+	if fault == nil && (stopping || closing) {
+		return false, nil, errClosed
+	}
+	return false, fault, nil
+}
+
+// startInstance makes an instance for a's call and starts its _start in a
+// goroutine of its own.
+func (t *Tool) startInstance(a agentRef) (*instance, error) {
 	var roots []*os.Root
 	if len(t.def.Wasm.Files) > 0 {
 		if a.ws == "" {
-			return nil, false, errors.New("no workspace")
+			return nil, errors.New("no workspace")
 		}
+		var err error
 		if roots, err = openGrants(t.spec.Name, a.ws, t.def.Wasm.Files); err != nil {
-			return nil, false, err
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.def.Timeout)
-	in, err = t.newInstance(ctx)
+	in, err := t.newInstance(ctx)
 	cancel()
 	if err != nil {
 		closeRoots(roots)
-		return nil, false, err
+		return nil, err
 	}
 	in.started, in.key, in.roots = true, a.key, roots
 	for i, g := range in.grants {
@@ -301,24 +401,16 @@ func (t *Tool) startAhead(a agentRef) (in *instance, fault bool, err error) {
 	in.stdout.over = func() { in.cancel(errOutput) }
 	in.exited = make(chan struct{})
 	go in.run()
-	bound := time.NewTimer(t.startBound())
-	defer bound.Stop()
+	return in, nil
+}
+
+// fired reports whether c is closed.
+func fired(c <-chan struct{}) bool {
 	select {
-	case <-in.stdin.ready:
-		if in.ctx.Err() == nil {
-			return in, false, nil
-		}
-		in.drop() // stopped for its output, then read
-		return nil, true, fmt.Errorf("it wrote more than max_output (%d bytes) to stdout before reading its input", t.def.MaxOutput)
-	case <-in.exited:
-		in.drop()
-		return nil, true, in.endedEarly()
-	case <-bound.C:
-		in.drop()
-		return nil, true, fmt.Errorf("it did not read its input within %s of its start", t.startBound())
-	case <-t.stop:
-		in.drop()
-		return nil, false, errClosed
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -348,23 +440,26 @@ func (in *instance) run() {
 	in.close()
 }
 
-// serve runs a call on an instance started ahead: the call's grants
-// mounted in place of those it was started with, the call's end (its
-// timeout, the caller, its output, Close) stopping the module, the
-// arguments fed to the read it waits in. It returns how _start ended.
+// serve runs a call on an instance started ahead: the arguments handed
+// to the module's read of stdin, which first mounts the call's grants in
+// place of those the instance was started with; the call's end (its
+// timeout, the caller, Close) stopping the module. It returns how _start
+// ended.
 func (in *instance) serve(runCtx context.Context, args []byte, roots []*os.Root) error {
-	// The module waits in its read of stdin: nothing of it runs meanwhile.
-	for i, g := range in.grants {
-		g.bind(roots[i])
-	}
-	closeRoots(in.roots)
-	in.roots = nil
 	// The arguments first: a call ended already still hands them over,
 	// and the module is stopped as any call's.
-	in.stdin.feed <- args
+	in.stdin.feed <- fed{args: args, bind: func() {
+		for i, g := range in.grants {
+			g.bind(roots[i])
+		}
+		closeRoots(in.roots)
+		in.roots = nil
+	}}
 	stop := context.AfterFunc(runCtx, func() { in.cancel(context.Cause(runCtx)) })
 	defer stop()
 	<-in.exited
+	closeRoots(in.roots) // it ended before reading its input
+	in.roots = nil
 	return in.err
 }
 

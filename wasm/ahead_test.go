@@ -119,6 +119,39 @@ func TestStartedAheadServesItsAgentOnly(t *testing.T) {
 	}
 }
 
+// A call that finds no instance kept for its agent, while one is starting
+// for it, takes that one: the module reads the call's arguments when it
+// gets to its read, with the call's grants mounted.
+func TestCallClaimsAnInstanceStarting(t *testing.T) {
+	r := newRuntime(t, Options{})
+	slow := mustTool(t, r, def(probe(t), named("slow-first"), grants(world.WasmFile{Path: "data"})))
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"data/x.txt": "first"})
+	starting := func(ag *armory.AgentEnv) bool {
+		slow.mu.Lock()
+		defer slow.mu.Unlock()
+		return slow.starting != nil && slow.starting.key == agentOf(ag).key
+	}
+	stillServes(t, slow, ws)
+	waitFor(t, func() bool { return starting(tester(ws)) }) // 300 ms of work before its read
+	if err := os.Rename(filepath.Join(ws, "data"), filepath.Join(ws, "data-old")); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, ws, map[string]string{"data/x.txt": "second"})
+	if got := ok(t, call(t, slow, ws, op{"op": "read", "path": "/workspace/data/x.txt"})); got != "second" || slow.servedStarting.Load() != 1 {
+		t.Fatalf("read %q, %d claimed", got, slow.servedStarting.Load())
+	}
+	if slow.noStart.Load() {
+		t.Fatal("a module that reads its input was taken for one that does not")
+	}
+	// Another agent's call does not take it.
+	waitFor(t, func() bool { return starting(tester(ws)) })
+	other := &armory.AgentEnv{ID: "other", Workspace: ws}
+	if got := ok(t, slow.Execute(context.Background(), armory.Invocation{Args: []byte(`{"op":"echo","text":"B"}`), Agent: other})); got != "B" || slow.servedStarting.Load() != 1 {
+		t.Fatalf("echo = %q, %d claimed", got, slow.servedStarting.Load())
+	}
+}
+
 // A call served by an instance started ahead is bounded as any: its
 // timeout from the call's start, its output, its memory, its stderr, the
 // caller.

@@ -80,17 +80,33 @@ func (w *headTail) text() string {
 type input struct {
 	r *bytes.Reader
 	// Started ahead: the module's first read closes ready and waits for
-	// feed (the call's arguments) or done (the instance stopped: the read
-	// ends, empty).
+	// feed (the call) or done (the instance stopped: the read ends,
+	// empty).
 	ready  chan struct{}
-	feed   chan []byte
+	feed   chan fed
 	done   <-chan struct{}
 	waited bool
 }
 
+// fed is what a call hands a module waiting in its read: the arguments,
+// and bind, run in the read before it returns them (on the module's
+// goroutine: nothing else of the module runs meanwhile).
+type fed struct {
+	args []byte
+	bind func()
+}
+
 // waitFor makes reads wait for a call's arguments, or for done.
 func (in *input) waitFor(done <-chan struct{}) {
-	in.ready, in.feed, in.done = make(chan struct{}), make(chan []byte, 1), done
+	in.ready, in.feed, in.done = make(chan struct{}), make(chan fed, 1), done
+}
+
+// take starts reading what a call handed over.
+func (in *input) take(f fed) {
+	if f.bind != nil {
+		f.bind()
+	}
+	in.r = bytes.NewReader(f.args)
 }
 
 func (in *input) Read(p []byte) (int, error) {
@@ -100,12 +116,12 @@ func (in *input) Read(p []byte) (int, error) {
 			close(in.ready)
 		}
 		select {
-		case b := <-in.feed:
-			in.r = bytes.NewReader(b)
+		case f := <-in.feed:
+			in.take(f)
 		default:
 			select {
-			case b := <-in.feed:
-				in.r = bytes.NewReader(b)
+			case f := <-in.feed:
+				in.take(f)
 			case <-in.done:
 				return 0, io.EOF
 			}

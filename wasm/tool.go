@@ -59,6 +59,7 @@ type Tool struct {
 	noStart   atomic.Bool // made ahead without being started
 	mu        sync.Mutex
 	pool      []*instance
+	starting  *starting // the refiller's start under way
 	wants     []agentRef
 	refilling bool
 	closed    bool
@@ -67,8 +68,8 @@ type Tool struct {
 	calls   sync.WaitGroup
 
 	// Counts, for tests and benchmarks: instances started ahead, calls
-	// served by one.
-	startsTried, servedStarted atomic.Int64
+	// served by one, calls that claimed one while it started.
+	startsTried, servedStarted, servedStarting atomic.Int64
 }
 
 var _ armory.Tool = (*Tool)(nil)
@@ -178,6 +179,7 @@ type instance struct {
 	// is closed).
 	made    time.Time
 	started bool
+	claimed bool // by a call, while it started
 	key     string
 	roots   []*os.Root
 	cancel  context.CancelCauseFunc
@@ -247,14 +249,6 @@ func (in *instance) close() {
 		in.mod.Close(context.Background())
 		in.t.r.live.Add(-1)
 	}
-}
-
-// take returns an instance made ahead for a call for a, or makes one.
-func (t *Tool) take(ctx context.Context, a agentRef) (*instance, error) {
-	if in := t.takeWarm(a); in != nil {
-		return in, nil
-	}
-	return t.newInstance(ctx)
 }
 
 // errOutput is the cause of a call stopped for its output;
@@ -334,7 +328,11 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	}
 	defer t.refill(agent) // after the call: making the next instance does not compete with it
 	if in.started {
-		t.servedStarted.Add(1)
+		if in.claimed {
+			t.servedStarting.Add(1)
+		} else {
+			t.servedStarted.Add(1)
+		}
 		err := in.serve(runCtx, args, roots)
 		return t.report(in, err, ctx, callCtx, runCtx, time.Since(began))
 	}
