@@ -38,10 +38,10 @@ import (
 //
 // A module that does not read stdin within the start bound
 // (startBound), or exits, or fails first (a trap, more than max_output on
-// stdout) is stopped, and the tool stops starting its instances: they are
-// made ahead without running any code, as for a module that must not run
-// before its call (noStart). That is logged once. A module spinning
-// before it reads stdin thus runs for one start bound, once per tool.
+// stdout) is stopped, and the tool stops starting its instances (noStart,
+// logged once): they are made ahead without being started, and the module
+// runs no code before its call. A module spinning before it reads stdin
+// thus runs for one start bound with no call waiting, once per tool.
 //
 // Kept instances are bounded in number (Options.Warm in all, across
 // agents: the agent of the latest call gets one in place of the one that
@@ -348,7 +348,7 @@ func (t *Tool) startAhead(a agentRef) (pooled bool, fault, err error) {
 	t.mu.Unlock()
 	switch {
 	case claimed && read:
-	case claimed && ended && in.ctx.Err() != nil:
+	case claimed && ended && in.ctx.Err() != nil && context.Cause(in.ctx) != errOutput:
 		// Stopped by its call's end before reading: nothing is known.
 	case claimed && ended:
 		fault = in.endedEarly() // its call gets what it wrote, as from any instance

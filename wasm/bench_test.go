@@ -39,7 +39,8 @@ func goNative(b *testing.B, dir string) string {
 // wasm-ns. "cold" runs the sandbox without its warm pool, "warm-pool" with
 // it (armory serve's default); the WASM tool keeps its own instance made
 // and started ahead (Options.Warm, the default) in both; started-ahead is
-// the share of its calls that found one.
+// the share of its calls that found one, taken-starting of those that took
+// one still starting.
 func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	if err := sandbox.Requirement("bwrap"); err != nil {
 		b.Skip("no bwrap sandbox:", err)
@@ -63,8 +64,14 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	}
 	run(wt, wasmInv) // the first call starts the tool's warm instances
 	waitFor(b, func() bool { return keptFor(wt, agent) == 1 })
-	served := func(tool *Tool, b *testing.B, from int64) {
-		b.ReportMetric(float64(tool.servedStarted.Load()-from)/float64(b.N), "started-ahead")
+	// The share of calls that found an instance started ahead, and that
+	// took one still starting.
+	type counts struct{ started, starting int64 }
+	count := func(tool *Tool) counts { return counts{tool.servedStarted.Load(), tool.servedStarting.Load()} }
+	served := func(tool *Tool, b *testing.B, from counts) {
+		now := count(tool)
+		b.ReportMetric(float64(now.started-from.started)/float64(b.N), "started-ahead")
+		b.ReportMetric(float64(now.starting-from.starting)/float64(b.N), "taken-starting")
 	}
 	for _, mode := range []string{"cold", "warm-pool"} {
 		b.Run(mode, func(b *testing.B) {
@@ -74,7 +81,7 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 				run(bin, binInv)
 			}
 			var tw, tb time.Duration
-			from := wt.servedStarted.Load()
+			from := count(wt)
 			for b.Loop() {
 				t0 := time.Now()
 				run(wt, wasmInv)
@@ -93,7 +100,7 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	// started; with instances made ahead but not started (the module's
 	// start in the call); with none kept at all.
 	b.Run("wasm-back-to-back", func(b *testing.B) {
-		from := wt.servedStarted.Load()
+		from := count(wt)
 		for b.Loop() {
 			run(wt, wasmInv)
 		}
@@ -113,6 +120,44 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 		}
 		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
 	})
+	// The same program doing the set-up of its JSON coding before it
+	// reads its input (testdata/jsonpick-setup.go added to it): an
+	// instance started ahead has done it before its call.
+	b.Run("setup-before-read", func(b *testing.B) {
+		ready := mustTool(b, r, def(goWasm(b, "../example/wasm/jsonpick", "testdata/jsonpick-setup.go")))
+		run(ready, wasmInv)
+		from := count(ready)
+		var tw time.Duration
+		for b.Loop() {
+			waitFor(b, func() bool { return keptFor(ready, agent) == 1 })
+			t0 := time.Now()
+			run(ready, wasmInv)
+			tw += time.Since(t0)
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+		served(ready, b, from)
+	})
+	// A Go module with no work of its own (it copies stdin to stdout).
+	b.Run("go-copy", func(b *testing.B) {
+		cp := mustTool(b, r, def(goWasm(b, "testdata/gocopy")))
+		inv := armory.Invocation{Args: json.RawMessage(benchRequest), Agent: agent}
+		copied := func() {
+			if res := cp.Execute(context.Background(), inv); res.Text != benchRequest {
+				b.Fatalf("%v %q", res.Kind, res.Text)
+			}
+		}
+		copied()
+		from := count(cp)
+		var tw time.Duration
+		for b.Loop() {
+			waitFor(b, func() bool { return keptFor(cp, agent) == 1 })
+			t0 := time.Now()
+			copied()
+			tw += time.Since(t0)
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+		served(cp, b, from)
+	})
 	b.Run("wasm-no-warm", func(b *testing.B) {
 		cold := mustTool(b, newRuntime(b, Options{Warm: -1}), wasmDef)
 		for b.Loop() {
@@ -123,13 +168,22 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	// module (a hand-written WASI echo): Armory's and wazero's share.
 	b.Run("minimal-module", func(b *testing.B) {
 		echo := mustTool(b, r, def(wasmFile(b, echoModule())))
-		inv := armory.Invocation{Args: json.RawMessage(benchRequest)}
-		from := echo.servedStarted.Load()
-		for b.Loop() {
+		inv := armory.Invocation{Args: json.RawMessage(benchRequest), Agent: agent}
+		echoed := func() {
 			if res := echo.Execute(context.Background(), inv); res.Text != benchRequest {
 				b.Fatalf("%v %q", res.Kind, res.Text)
 			}
 		}
+		echoed()
+		from := count(echo)
+		var tw time.Duration
+		for b.Loop() {
+			waitFor(b, func() bool { return keptFor(echo, agent) == 1 })
+			t0 := time.Now()
+			echoed()
+			tw += time.Since(t0)
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
 		served(echo, b, from)
 	})
 }
