@@ -495,6 +495,11 @@ func FuzzInspect(f *testing.F) {
 	f.Add(command(growHuge, oneMemory, section(4, vec([]byte{0x70, 0x00, 0x02}))))
 	f.Add(module(voidType, section(2, vec(cat(name("env"), name("mem"), []byte{0x02, 0x00, 0x01})))))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x04\x03\x01\x70\x00"))
+	var segs [][]byte
+	for i := range 70 {
+		segs = append(segs, dataSegment(int32(5*i), []byte{1, 2, byte(i)}))
+	}
+	f.Add(command(nothing, oneMemory, section(11, vec(segs...))))
 	f.Fuzz(func(t *testing.T, bin []byte) {
 		s, out, err := inspect(bin, 1<<20)
 		if err != nil {
