@@ -221,3 +221,17 @@ func BenchmarkColdStart(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMakeInstance is what making an instance of the example jsonpick
+// tool costs (no code run): what a call that finds none kept pays, and
+// the refill of one in the background.
+func BenchmarkMakeInstance(b *testing.B) {
+	tool := mustTool(b, newRuntime(b, Options{}), def(goWasm(b, "../example/wasm/jsonpick")))
+	for b.Loop() {
+		in, err := tool.newInstance(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.close()
+	}
+}
