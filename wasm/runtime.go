@@ -335,8 +335,8 @@ func (r *Runtime) forget(t *Tool) {
 
 // Close stops the calls still running (they fail with KindUnavailable)
 // and waits for them to end, then closes every tool (their instances made
-// ahead, stopped where they wait, and their compiled code), the runtime and the cache (on disk, the cache
-// stays). Later calls fail with KindUnavailable. Should ctx end before
+// ahead, stopped where they wait, and their compiled code), the runtime
+// and the cache (on disk, the cache stays). Later calls fail with KindUnavailable. Should ctx end before
 // the stopped calls have (a module stops at its next loop or call; a
 // host call it is in finishes first), Close returns ctx's error and
 // leaves wazero's runtime open rather than free memory a module may still

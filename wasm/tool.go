@@ -278,7 +278,8 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	}
 	callCtx, cancel := context.WithTimeout(ctx, t.def.Timeout)
 	defer cancel()
-	// runCtx ends the module early: for its output, or the runtime closing.
+	// runCtx ends the module early: for its output, or the runtime or the
+	// tool closing.
 	runCtx, stop := context.WithCancelCause(callCtx)
 	defer stop(nil)
 	running := t.r.begin(stop)
