@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,6 +35,112 @@ func TestAttackInfiniteLoop(t *testing.T) {
 	native := mustTool(t, r, def(wasmFile(t, command(loopForever)), timeout(300*time.Millisecond)))
 	failed(t, call(t, native, "", op{}), armory.KindTimeout, "timed out after 300ms")
 	stillServes(t, tool)
+}
+
+// A module that loops before it reads its input is stopped at the start
+// bound when started ahead, once: the tool's instances are then made ahead
+// without starting them, so no module code runs while no call waits; its
+// calls are bounded by the timeout as any, and say it; one that reads its
+// input after the bound still works.
+func TestAttackLoopsBeforeReadingItsInput(t *testing.T) {
+	var log lockedBuffer
+	r := newRuntime(t, Options{Logger: slog.New(slog.NewTextHandler(&log, nil)), startBound: 200 * time.Millisecond})
+	good := mustTool(t, r, def(probe(t)))
+	spin := mustTool(t, r, def(probe(t), named("spin-first"), timeout(time.Second)))
+	for range 3 {
+		failed(t, call(t, spin, "", op{"op": "echo"}), armory.KindTimeout, "[lab.spin-first: timed out after 1s; the module was stopped")
+		waitFor(t, func() bool { return spin.noStart.Load() && keptAll(spin) == 1 })
+	}
+	if n := spin.startsTried.Load(); n != 1 {
+		t.Fatalf("started ahead %d times", n)
+	}
+	spin.mu.Lock()
+	started := spin.pool[0].started
+	spin.mu.Unlock()
+	if started || r.live.Load() != 1 {
+		t.Fatalf("a module runs with no call: %d instances open, the kept one started: %v", r.live.Load(), started)
+	}
+	if n := log.count("does not wait for its input"); n != 1 {
+		t.Fatalf("logged %d times:\n%s", n, log.b.String())
+	}
+	stillServes(t, good)
+
+	// Work before the read, longer than the bound: not started ahead,
+	// served as before.
+	slow := mustTool(t, r, def(probe(t), named("slow-first")))
+	for range 3 {
+		if got := ok(t, call(t, slow, "", op{"op": "echo", "text": "late"})); got != "late" {
+			t.Fatalf("echo = %q", got)
+		}
+		waitFor(t, func() bool { return slow.noStart.Load() && keptAll(slow) == 1 })
+	}
+	if n := slow.startsTried.Load(); n != 1 || slow.servedStarted.Load() != 0 {
+		t.Fatalf("started ahead %d times, served %d", n, slow.servedStarted.Load())
+	}
+	if n := log.count("does not wait for its input"); n != 2 {
+		t.Fatalf("logged %d times:\n%s", n, log.b.String())
+	}
+}
+
+// A module that never reads its input (it exits, or fails, first) is
+// stopped when started ahead, once, and its calls return what they did.
+func TestAttackNeverReadsItsInput(t *testing.T) {
+	var log lockedBuffer
+	r := newRuntime(t, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	exits := mustTool(t, r, def(probe(t), named("exit-first")))
+	panics := mustTool(t, r, def(probe(t), named("panic-first")))
+	for range 3 {
+		if got := ok(t, call(t, exits, "", op{"op": "echo"})); got != "done without input" {
+			t.Fatalf("stdout = %q", got)
+		}
+		failed(t, call(t, panics, "", op{"op": "echo"}), armory.KindOther, "panic: probe panics before reading its input", "exit code 2")
+		waitFor(t, func() bool {
+			return exits.noStart.Load() && panics.noStart.Load() && keptAll(exits) == 1 && keptAll(panics) == 1
+		})
+	}
+	if exits.startsTried.Load() != 1 || panics.startsTried.Load() != 1 {
+		t.Fatalf("started ahead %d and %d times", exits.startsTried.Load(), panics.startsTried.Load())
+	}
+	if n := log.count("does not wait for its input"); n != 2 || log.count("exited (code 0) before reading its input") != 1 || log.count("exited (code 2) before reading its input") != 1 {
+		t.Fatalf("logged %d times:\n%s", n, log.b.String())
+	}
+	stillServes(t, mustTool(t, r, def(probe(t))))
+}
+
+// What a module writes before it reads its input is its call's output,
+// bounded as any: stdout counts toward max_output (past it, the module is
+// not started ahead and its calls fail as before), stderr keeps its head
+// and tail.
+func TestAttackWritesALotBeforeReadingItsInput(t *testing.T) {
+	r := newRuntime(t, Options{})
+	chatty := mustTool(t, r, def(probe(t), named("chatty-first")))
+	if got := ok(t, call(t, chatty, "", op{"op": "echo", "text": "hi"})); got != "before;hi" {
+		t.Fatalf("stdout = %q", got)
+	}
+	waitFor(t, func() bool { return keptFor(chatty, nil) == 1 })
+	before := chatty.servedStarted.Load()
+	res := call(t, chatty, "", op{"op": "stderr", "bytes": 10, "code": 3})
+	if chatty.servedStarted.Load() != before+1 {
+		t.Fatal("not served by an instance started ahead")
+	}
+	failed(t, res, armory.KindOther, "before;\n[stderr]\nchatter starts\ncccc", "bytes of stderr left out …]\n", "the last line", "[lab.chatty-first: exit code 3]")
+	if len(res.Text) > StderrHead+StderrTail+256 {
+		t.Fatalf("stderr not bounded: %d bytes", len(res.Text))
+	}
+
+	flood := mustTool(t, r, def(probe(t), named("flood-first")))
+	for range 3 {
+		res := call(t, flood, "", op{"op": "echo"})
+		failed(t, res, armory.KindOther, "[lab.flood-first: output exceeded max_output (65536 bytes); the module was stopped and its output is not returned")
+		if strings.Contains(res.Text, "xxxx") {
+			t.Fatal("a cut output was returned")
+		}
+		waitFor(t, func() bool { return flood.noStart.Load() && keptAll(flood) == 1 })
+	}
+	if flood.startsTried.Load() != 1 {
+		t.Fatalf("started ahead %d times", flood.startsTried.Load())
+	}
+	stillServes(t, mustTool(t, r, def(probe(t))))
 }
 
 // A module asleep (WASI poll_oneoff on a clock) wakes at the call's end.
@@ -388,6 +495,11 @@ func FuzzInspect(f *testing.F) {
 	f.Add(command(growHuge, oneMemory, section(4, vec([]byte{0x70, 0x00, 0x02}))))
 	f.Add(module(voidType, section(2, vec(cat(name("env"), name("mem"), []byte{0x02, 0x00, 0x01})))))
 	f.Add([]byte("\x00asm\x01\x00\x00\x00\x04\x03\x01\x70\x00"))
+	var segs [][]byte
+	for i := range 70 {
+		segs = append(segs, dataSegment(int32(5*i), []byte{1, 2, byte(i)}))
+	}
+	f.Add(command(nothing, oneMemory, section(11, vec(segs...))))
 	f.Fuzz(func(t *testing.T, bin []byte) {
 		s, out, err := inspect(bin, 1<<20)
 		if err != nil {

@@ -37,8 +37,10 @@ func goNative(b *testing.B, dir string) string {
 // for the host as a toolbox binary tool in the process sandbox (bwrap):
 // wasm-ns/op and binary-ns/op are each one call, faster is binary-ns over
 // wasm-ns. "cold" runs the sandbox without its warm pool, "warm-pool" with
-// it (armory serve's default); the WASM tool keeps its own warm instance
-// (Options.Warm, the default) in both.
+// it (armory serve's default); the WASM tool keeps its own instance made
+// and started ahead (Options.Warm, the default) in both; started-ahead is
+// the share of its calls that found one, taken-starting of those that took
+// one still starting.
 func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	if err := sandbox.Requirement("bwrap"); err != nil {
 		b.Skip("no bwrap sandbox:", err)
@@ -61,7 +63,16 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 		}
 	}
 	run(wt, wasmInv) // the first call starts the tool's warm instances
-	waitFor(b, func() bool { return len(wt.warm) == cap(wt.warm) })
+	waitFor(b, func() bool { return keptFor(wt, agent) == 1 })
+	// The share of calls that found an instance started ahead, and that
+	// took one still starting.
+	type counts struct{ started, starting int64 }
+	count := func(tool *Tool) counts { return counts{tool.servedStarted.Load(), tool.servedStarting.Load()} }
+	served := func(tool *Tool, b *testing.B, from counts) {
+		now := count(tool)
+		b.ReportMetric(float64(now.started-from.started)/float64(b.N), "started-ahead")
+		b.ReportMetric(float64(now.starting-from.starting)/float64(b.N), "taken-starting")
+	}
 	for _, mode := range []string{"cold", "warm-pool"} {
 		b.Run(mode, func(b *testing.B) {
 			if mode == "warm-pool" {
@@ -70,6 +81,7 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 				run(bin, binInv)
 			}
 			var tw, tb time.Duration
+			from := count(wt)
 			for b.Loop() {
 				t0 := time.Now()
 				run(wt, wasmInv)
@@ -81,14 +93,70 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 			b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
 			b.ReportMetric(float64(tb.Nanoseconds())/float64(b.N), "binary-ns/op")
 			b.ReportMetric(float64(tb)/float64(tw), "faster")
+			served(wt, b, from)
 		})
 	}
-	// Back to back, with no gap for the warm instance to be made again,
-	// and with none kept at all.
+	// Back to back, with no gap for the next instance to be made and
+	// started; with instances made ahead but not started (the module's
+	// start in the call); with none kept at all.
 	b.Run("wasm-back-to-back", func(b *testing.B) {
+		from := count(wt)
 		for b.Loop() {
 			run(wt, wasmInv)
 		}
+		served(wt, b, from)
+	})
+	b.Run("wasm-not-started", func(b *testing.B) {
+		plain := mustTool(b, newRuntime(b, Options{noStart: true}), wasmDef)
+		run(plain, wasmInv)
+		waitFor(b, func() bool { return keptAll(plain) == 1 })
+		var tw time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			run(plain, wasmInv)
+			tw += time.Since(t0)
+			// The next instance made, as between an agent's calls.
+			waitFor(b, func() bool { return keptAll(plain) == 1 })
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+	})
+	// The same program doing the set-up of its JSON coding before it
+	// reads its input (testdata/jsonpick-setup.go added to it): an
+	// instance started ahead has done it before its call.
+	b.Run("setup-before-read", func(b *testing.B) {
+		ready := mustTool(b, r, def(goWasm(b, "../example/wasm/jsonpick", "testdata/jsonpick-setup.go")))
+		run(ready, wasmInv)
+		from := count(ready)
+		var tw time.Duration
+		for b.Loop() {
+			waitFor(b, func() bool { return keptFor(ready, agent) == 1 })
+			t0 := time.Now()
+			run(ready, wasmInv)
+			tw += time.Since(t0)
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+		served(ready, b, from)
+	})
+	// A Go module with no work of its own (it copies stdin to stdout).
+	b.Run("go-copy", func(b *testing.B) {
+		cp := mustTool(b, r, def(goWasm(b, "testdata/gocopy")))
+		inv := armory.Invocation{Args: json.RawMessage(benchRequest), Agent: agent}
+		copied := func() {
+			if res := cp.Execute(context.Background(), inv); res.Text != benchRequest {
+				b.Fatalf("%v %q", res.Kind, res.Text)
+			}
+		}
+		copied()
+		from := count(cp)
+		var tw time.Duration
+		for b.Loop() {
+			waitFor(b, func() bool { return keptFor(cp, agent) == 1 })
+			t0 := time.Now()
+			copied()
+			tw += time.Since(t0)
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+		served(cp, b, from)
 	})
 	b.Run("wasm-no-warm", func(b *testing.B) {
 		cold := mustTool(b, newRuntime(b, Options{Warm: -1}), wasmDef)
@@ -100,12 +168,23 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 	// module (a hand-written WASI echo): Armory's and wazero's share.
 	b.Run("minimal-module", func(b *testing.B) {
 		echo := mustTool(b, r, def(wasmFile(b, echoModule())))
-		inv := armory.Invocation{Args: json.RawMessage(benchRequest)}
-		for b.Loop() {
+		inv := armory.Invocation{Args: json.RawMessage(benchRequest), Agent: agent}
+		echoed := func() {
 			if res := echo.Execute(context.Background(), inv); res.Text != benchRequest {
 				b.Fatalf("%v %q", res.Kind, res.Text)
 			}
 		}
+		echoed()
+		from := count(echo)
+		var tw time.Duration
+		for b.Loop() {
+			waitFor(b, func() bool { return keptFor(echo, agent) == 1 })
+			t0 := time.Now()
+			echoed()
+			tw += time.Since(t0)
+		}
+		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
+		served(echo, b, from)
 	})
 }
 
@@ -141,4 +220,18 @@ func BenchmarkColdStart(b *testing.B) {
 			start(b, "")
 		}
 	})
+}
+
+// BenchmarkMakeInstance is what making an instance of the example jsonpick
+// tool costs (no code run): what a call that finds none kept pays, and
+// the refill of one in the background.
+func BenchmarkMakeInstance(b *testing.B) {
+	tool := mustTool(b, newRuntime(b, Options{}), def(goWasm(b, "../example/wasm/jsonpick")))
+	for b.Loop() {
+		in, err := tool.newInstance(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		in.close()
+	}
 }

@@ -8,7 +8,10 @@
 // fails the call), stderr (its head and tail are kept), the host's memory
 // outside the module (tables, calls at once), and the file system (only the
 // granted folders of the agent's workspace, through os.Root: no link leads
-// out). docs/wasm.md is the user's view; docs/design.md says why.
+// out). Instances are made and started ahead of calls (ahead.go): a
+// module runs until it reads stdin, for the agent whose call it will
+// serve, so a call only feeds its input and collects its output.
+// docs/wasm.md is the user's view; docs/design.md says why.
 //
 // Runtime is the engine-independent part: NewRuntime, Runtime.Tool (checks
 // and compiles a module once, with a compilation cache on disk) and

@@ -205,7 +205,10 @@ func (g *grantFS) OpenFile(name string, flag experimentalsys.Oflag, perm fs.File
 
 // inside reports whether an opened file's real place (the kernel's name
 // for it) is in the folder and clear of protected names: a file reached
-// through a link inside the folder is checked where it really is.
+// through a link inside the folder is checked where it really is. The
+// folder's own path is read again from its root when the file is not
+// under it: the folder may have been renamed since it was bound (the root
+// follows it).
 func (g *grantFS) inside(f *os.File) bool {
 	if g.real == "" {
 		return true // no /proc: the names were checked
@@ -214,11 +217,27 @@ func (g *grantFS) inside(f *os.File) bool {
 	if rp == "" {
 		return true
 	}
-	r, ok := strings.CutPrefix(rp, g.real)
-	if !ok || (r != "" && !strings.HasPrefix(r, "/")) {
-		return false
+	r, ok := under(rp, g.real)
+	if !ok {
+		if d, err := g.root.Open("."); err == nil {
+			real := fdPath(d)
+			d.Close()
+			if real != "" && real != g.real {
+				g.real = real
+				r, ok = under(rp, real)
+			}
+		}
 	}
-	return !protectedPath(strings.TrimPrefix(r, "/"))
+	return ok && !protectedPath(r)
+}
+
+// under returns p relative to dir, when p is dir or below it.
+func under(p, dir string) (string, bool) {
+	r, ok := strings.CutPrefix(p, dir)
+	if !ok || (r != "" && !strings.HasPrefix(r, "/")) {
+		return "", false
+	}
+	return strings.TrimPrefix(r, "/"), true
 }
 
 // Lstat implements experimentalsys.FS.

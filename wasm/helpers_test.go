@@ -45,10 +45,12 @@ type built struct {
 
 // goWasm builds the Go main package in dir (relative to this package) for
 // GOOS=wasip1 GOARCH=wasm with the local toolchain, once per test run, and
-// returns the module's path.
-func goWasm(t testing.TB, dir string) string {
+// returns the module's path. extra files (relative to this package) are
+// added to the package for the build.
+func goWasm(t testing.TB, dir string, extra ...string) string {
 	t.Helper()
-	v, _ := builds.LoadOrStore(dir, &built{})
+	key := strings.Join(append([]string{dir}, extra...), "+")
+	v, _ := builds.LoadOrStore(key, &built{})
 	b := v.(*built)
 	b.once.Do(func() {
 		goBin, err := exec.LookPath("go")
@@ -56,8 +58,33 @@ func goWasm(t testing.TB, dir string) string {
 			b.err = err
 			return
 		}
-		b.path = filepath.Join(filepath.Dir(cacheDir), filepath.Base(dir)+".wasm")
-		cmd := exec.Command(goBin, "build", "-o", b.path, "./"+dir)
+		name := filepath.Base(dir)
+		args := []string{"build"}
+		if len(extra) > 0 {
+			replace := map[string]string{}
+			for _, e := range extra {
+				abs, err := filepath.Abs(e)
+				if err != nil {
+					b.err = err
+					return
+				}
+				pkg, err := filepath.Abs(filepath.Join(dir, "zz_"+filepath.Base(e)))
+				if err != nil {
+					b.err = err
+					return
+				}
+				replace[pkg] = abs
+				name += "+" + strings.TrimSuffix(filepath.Base(e), ".go")
+			}
+			overlay := filepath.Join(filepath.Dir(cacheDir), name+".overlay.json")
+			data, _ := json.Marshal(map[string]any{"Replace": replace})
+			if b.err = os.WriteFile(overlay, data, 0o644); b.err != nil {
+				return
+			}
+			args = append(args, "-overlay", overlay)
+		}
+		b.path = filepath.Join(filepath.Dir(cacheDir), name+".wasm")
+		cmd := exec.Command(goBin, append(args, "-o", b.path, "./"+dir)...)
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0")
 		b.out, b.err = cmd.CombinedOutput()
 	})
@@ -129,11 +156,15 @@ func callCtx(ctx context.Context, t testing.TB, tool armory.Tool, ws string, arg
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv := armory.Invocation{Args: raw}
-	if ws != "" {
-		inv.Agent = &armory.AgentEnv{ID: "tester", Workspace: ws}
+	return tool.Execute(ctx, armory.Invocation{Args: raw, Agent: tester(ws)})
+}
+
+// tester is the agent whose workspace is ws; nil for "".
+func tester(ws string) *armory.AgentEnv {
+	if ws == "" {
+		return nil
 	}
-	return tool.Execute(ctx, inv)
+	return &armory.AgentEnv{ID: "tester", Workspace: ws}
 }
 
 // op is a probe request.
@@ -185,4 +216,34 @@ func writeFiles(t testing.TB, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// keptFor counts the instances a tool keeps started ahead for agent ag
+// (nil: calls with no agent).
+func keptFor(tool *Tool, ag *armory.AgentEnv) int {
+	a := agentOf(ag)
+	tool.mu.Lock()
+	defer tool.mu.Unlock()
+	n := 0
+	for _, in := range tool.pool {
+		if in.started && in.key == a.key {
+			n++
+		}
+	}
+	return n
+}
+
+// keptAll counts the instances a tool keeps made ahead.
+func keptAll(tool *Tool) int {
+	tool.mu.Lock()
+	defer tool.mu.Unlock()
+	return len(tool.pool)
+}
+
+// startedAhead calls tool once for the agent with workspace ws (the call
+// makes instances ahead for that agent), and waits until one is started.
+func startedAhead(t testing.TB, tool *Tool, ws string) {
+	t.Helper()
+	stillServes(t, tool, ws)
+	waitFor(t, func() bool { return keptFor(tool, tester(ws)) > 0 })
 }

@@ -34,8 +34,9 @@ type shape struct {
 // most one memory, not shared, not 64-bit, whose initial size fits memCap
 // bytes, and an exported function _start. Everything else (the code, the
 // types, the rest of the layout) is wazero's to validate. It returns the
-// binary to compile: bin, or a copy whose table maxima were bounded. The
-// error says what to change. It never panics on any input.
+// binary to compile: bin, or a copy whose table maxima were bounded and
+// whose data segments were coalesced (coalesceData). The error says what
+// to change. It never panics on any input.
 func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 	var s shape
 	switch {
@@ -49,7 +50,9 @@ func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 	}
 	r := &reader{b: bin, off: 8}
 	var bad []string
-	var tables *tableRewrite
+	var splices []splice
+	var data *splice
+	dataCount := false
 	for r.off < len(r.b) {
 		secStart := r.off
 		id := r.byte()
@@ -125,7 +128,7 @@ func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 				payload = appendU32(appendU32(append(payload, 0x01), min), max)
 			}
 			if rewrite && sec.err == nil && sec.off == len(sec.b) {
-				tables = &tableRewrite{start: secStart, end: sec.off, payload: payload}
+				splices = append(splices, splice{start: secStart, end: sec.off, id: 4, payload: payload})
 			}
 		case 5: // memories
 			n := sec.u32()
@@ -159,6 +162,13 @@ func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 			}
 		case 8:
 			bad = append(bad, "has a start section (code that runs while an instance is made); a WASI command starts from its exported _start")
+		case 11: // data
+			if payload := coalesceData(sec.b[sec.off:], memCap); payload != nil {
+				data = &splice{start: secStart, end: len(sec.b), id: 11, payload: payload}
+			}
+			sec.off = len(sec.b)
+		case 12: // data count: code may name data segments
+			dataCount = true
 		}
 		if sec.err != nil {
 			return s, nil, fmt.Errorf("is malformed: section %d: %v", id, sec.err)
@@ -171,24 +181,159 @@ func inspect(bin []byte, memCap int64) (shape, []byte, error) {
 		sort.Strings(bad)
 		return s, nil, errors.New(strings.Join(dedupe(bad), "; "))
 	}
-	if tables != nil {
-		// Splice the bounded table section in place of the declared one.
-		out := make([]byte, 0, len(bin)+len(tables.payload))
-		out = append(out, bin[:tables.start]...)
-		out = append(out, 4)
-		out = appendU32(out, uint32(len(tables.payload)))
-		out = append(out, tables.payload...)
-		out = append(out, bin[tables.end:]...)
-		return s, out, nil
+	if data != nil && !dataCount {
+		splices = append(splices, *data)
 	}
-	return s, bin, nil
+	if len(splices) == 0 {
+		return s, bin, nil
+	}
+	// Splice the rewritten sections in place of the declared ones (in the
+	// binary's order).
+	grow := 0
+	for _, sp := range splices {
+		grow += len(sp.payload) + 6
+	}
+	out := make([]byte, 0, len(bin)+grow)
+	from := 0
+	for _, sp := range splices {
+		out = append(out, bin[from:sp.start]...)
+		out = append(out, sp.id)
+		out = appendU32(out, uint32(len(sp.payload)))
+		out = append(out, sp.payload...)
+		from = sp.end
+	}
+	return s, append(out, bin[from:]...), nil
 }
 
-// tableRewrite is a table section given bounded maxima: it replaces the
+// splice is a section rewritten: section id with payload replaces the
 // bytes [start, end) of the binary.
-type tableRewrite struct {
+type splice struct {
 	start, end int
+	id         byte
 	payload    []byte
+}
+
+// Data segments are coalesced when a module has many: instantiating
+// copies every active segment into the instance's memory, one by one, and
+// a Go module has tens of thousands of small ones (jsonpick: 38,992, with
+// a few bytes of padding between), which cost most of the ≈3 ms an
+// instance takes to make. Joined with the padding's zeros they are a
+// handful.
+const (
+	// maxDataGap is the widest gap between two segments joined.
+	maxDataGap = 256
+	// minDataSegments is how many segments a module needs to have them
+	// coalesced.
+	minDataSegments = 64
+)
+
+// coalesceData returns the payload of a data section whose consecutive
+// active segments are joined where nothing lies between them but a gap of
+// at most maxDataGap bytes (zeros, as the memory is before the segments
+// are copied): a segment joins the one before it when it follows it both
+// in the section and in memory, with no other segment between. That
+// writes the same bytes in the same order. It returns nil (keep the
+// section) when there is little to gain, when a segment is passive, has
+// an offset that is not a constant, or overlaps another (the order of
+// writes would matter), when the section does not parse (wazero says
+// why), or when the joined segments would be over twice the section or
+// over the memory cap. A section with a data count section beside it is
+// kept by the caller: code may then name segments by index.
+func coalesceData(sec []byte, memCap int64) []byte {
+	type segment struct {
+		off  uint64
+		data []byte
+	}
+	r := &reader{b: sec}
+	n := r.u32()
+	if r.err != nil || n < minDataSegments || uint64(n) > uint64(len(sec))/4 {
+		return nil
+	}
+	segs := make([]segment, n)
+	for i := range segs {
+		// Active, memory 0, offset (i32.const k), as every compiler of
+		// WASI commands writes them.
+		if r.u32() != 0 || r.byte() != 0x41 {
+			return nil
+		}
+		off := r.s32()
+		if r.byte() != 0x0b {
+			return nil
+		}
+		size := r.u32()
+		if r.err != nil || uint64(size) > uint64(len(sec)-r.off) {
+			return nil
+		}
+		segs[i] = segment{off: uint64(uint32(off)), data: sec[r.off : r.off+int(size)]}
+		r.off += int(size)
+	}
+	if r.off != len(sec) {
+		return nil
+	}
+	// The successor of each segment in memory; none may overlap another.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return segs[order[a]].off < segs[order[b]].off })
+	next := make([]int, n)
+	for i := range next {
+		next[i] = -1
+	}
+	for i := 0; i+1 < len(order); i++ {
+		a, b := segs[order[i]], segs[order[i+1]]
+		if a.off+uint64(len(a.data)) > b.off {
+			return nil
+		}
+		next[order[i]] = order[i+1]
+	}
+	// Runs of segments to join, in the section's order.
+	type run struct{ first, last int }
+	var runs []run
+	total := uint64(0)
+	for i := range segs {
+		if k := len(runs) - 1; k >= 0 && next[runs[k].last] == i {
+			prev := segs[runs[k].last]
+			if gap := segs[i].off - prev.off - uint64(len(prev.data)); gap <= maxDataGap {
+				total += gap + uint64(len(segs[i].data))
+				runs[k].last = i
+				continue
+			}
+		}
+		total += uint64(len(segs[i].data))
+		runs = append(runs, run{i, i})
+	}
+	if len(runs) >= int(n)/2 || total > 2*uint64(len(sec)) || total > uint64(memCap) {
+		return nil
+	}
+	out := make([]byte, 0, total+uint64(len(runs))*12+5)
+	out = appendU32(out, uint32(len(runs)))
+	for _, rn := range runs {
+		first, last := segs[rn.first], segs[rn.last]
+		size := last.off + uint64(len(last.data)) - first.off
+		out = append(out, 0x00, 0x41)
+		out = appendS32(out, int32(uint32(first.off)))
+		out = append(out, 0x0b)
+		out = appendU32(out, uint32(size))
+		at := len(out)
+		out = append(out, make([]byte, size)...)
+		for i := rn.first; i <= rn.last; i++ {
+			copy(out[at+int(segs[i].off-first.off):], segs[i].data)
+		}
+	}
+	return out
+}
+
+// appendS32 appends v as a signed LEB128.
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }
 
 func appendU32(b []byte, v uint32) []byte {
@@ -283,6 +428,29 @@ func (r *reader) u32() uint32 {
 		}
 		v |= uint32(c&0x7f) << (7 * i)
 		if c&0x80 == 0 {
+			return v
+		}
+	}
+	r.fail("a number")
+	return 0
+}
+
+// s32 reads a signed LEB128 of at most 32 bits.
+func (r *reader) s32() int32 {
+	var v int32
+	for i := 0; i < 5; i++ {
+		c := r.byte()
+		if r.err != nil {
+			return 0
+		}
+		if i == 4 && c&0x80 == 0 && c&0x70 != (c&0x08)*0x0e {
+			break // bits past the 32nd that do not repeat its sign
+		}
+		v |= int32(c&0x7f) << (7 * i)
+		if c&0x80 == 0 {
+			if i < 4 && c&0x40 != 0 {
+				v |= -1 << (7 * (i + 1))
+			}
 			return v
 		}
 	}

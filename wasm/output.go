@@ -75,10 +75,58 @@ func (w *headTail) text() string {
 }
 
 // input is a module's stdin: the call's arguments, set when the call
-// binds the instance; empty before.
-type input struct{ r *bytes.Reader }
+// binds the instance; empty before. An instance started ahead of its call
+// waits for them instead (waitFor).
+type input struct {
+	r *bytes.Reader
+	// Started ahead: the module's first read closes ready and waits for
+	// feed (the call) or done (the instance stopped: the read ends,
+	// empty).
+	ready  chan struct{}
+	feed   chan fed
+	done   <-chan struct{}
+	waited bool
+}
+
+// fed is what a call hands a module waiting in its read: the arguments,
+// and bind, run in the read before it returns them (on the module's
+// goroutine: nothing else of the module runs meanwhile).
+type fed struct {
+	args []byte
+	bind func()
+}
+
+// waitFor makes reads wait for a call's arguments, or for done.
+func (in *input) waitFor(done <-chan struct{}) {
+	in.ready, in.feed, in.done = make(chan struct{}), make(chan fed, 1), done
+}
+
+// take starts reading what a call handed over.
+func (in *input) take(f fed) {
+	if f.bind != nil {
+		f.bind()
+	}
+	in.r = bytes.NewReader(f.args)
+}
 
 func (in *input) Read(p []byte) (int, error) {
+	if in.r == nil && in.feed != nil {
+		if !in.waited {
+			in.waited = true
+			close(in.ready)
+		}
+		select {
+		case f := <-in.feed:
+			in.take(f)
+		default:
+			select {
+			case f := <-in.feed:
+				in.take(f)
+			case <-in.done:
+				return 0, io.EOF
+			}
+		}
+	}
 	if in.r == nil {
 		return 0, io.EOF
 	}

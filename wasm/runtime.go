@@ -13,7 +13,9 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/world"
@@ -37,13 +39,27 @@ type Options struct {
 	MaxCalls int
 	// Warm is how many instances each tool keeps made ahead of its calls,
 	// once it has been called (default 1; negative: none). An instance
-	// serves one call and is then closed: a warm one has run no code.
+	// serves one call and is then closed. One made ahead is also started
+	// ahead: its module runs until it reads stdin, where it waits for its
+	// call, and it serves the calls of the agent it was made for only. A
+	// module that does not read stdin first is made ahead without being
+	// started (it runs no code before its call). See ahead.go.
 	Warm int
+	// WarmIdle is how long an instance made ahead waits for its call
+	// before it is closed (default DefaultWarmIdle).
+	WarmIdle time.Duration
 	// MaxModuleBytes bounds a .wasm file (default DefaultMaxModuleBytes).
 	MaxModuleBytes int64
-	// Logger receives what fails in the background (making a warm
-	// instance); default: discard.
+	// Logger receives what fails in the background (making an instance
+	// ahead; a module that does not wait for its input, once per tool);
+	// default: discard.
 	Logger *slog.Logger
+
+	// For tests and benchmarks: make instances ahead without starting
+	// them; bound the start of one started ahead (default: the tool's
+	// timeout, at most MaxStartBound).
+	noStart    bool
+	startBound time.Duration
 }
 
 // DefaultMaxModuleBytes bounds a .wasm file unless Options say otherwise.
@@ -59,12 +75,15 @@ type Runtime struct {
 	wasi    map[string]api.FunctionDefinition // what WASI preview 1 exports
 	slots   chan struct{}
 	compile sync.Mutex // one compilation at a time: the machine's cores serve the calls
+	unmap   *unmapper  // closed instances' memories, given back off the calls' path
 
 	mu      sync.Mutex
 	closed  bool
 	tools   map[*Tool]struct{}
 	running map[*running]struct{}
 	calls   sync.WaitGroup
+
+	live atomic.Int64 // instances not yet closed, for tests
 }
 
 // errClosed is the cause of a call stopped because the runtime closes.
@@ -84,6 +103,9 @@ func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
 		o.Warm = 1
 	case o.Warm < 0:
 		o.Warm = 0
+	}
+	if o.WarmIdle <= 0 {
+		o.WarmIdle = DefaultWarmIdle
 	}
 	if o.MaxModuleBytes <= 0 {
 		o.MaxModuleBytes = DefaultMaxModuleBytes
@@ -118,6 +140,7 @@ func NewRuntime(ctx context.Context, o Options) (*Runtime, error) {
 		return nil, armory.E(op, armory.KindInternal, "cannot instantiate WASI", err)
 	}
 	r.wasi = r.rt.Module(wasi_snapshot_preview1.ModuleName).ExportedFunctionDefinitions()
+	r.unmap = newUnmapper()
 	return r, nil
 }
 
@@ -311,9 +334,9 @@ func (r *Runtime) forget(t *Tool) {
 }
 
 // Close stops the calls still running (they fail with KindUnavailable)
-// and waits for them to end, then closes every tool (their warm instances
-// and compiled code), the runtime and the cache (on disk, the cache
-// stays). Later calls fail with KindUnavailable. Should ctx end before
+// and waits for them to end, then closes every tool (their instances made
+// ahead, stopped where they wait, and their compiled code), the runtime
+// and the cache (on disk, the cache stays). Later calls fail with KindUnavailable. Should ctx end before
 // the stopped calls have (a module stops at its next loop or call; a
 // host call it is in finishes first), Close returns ctx's error and
 // leaves wazero's runtime open rather than free memory a module may still
@@ -355,5 +378,6 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if e := r.cache.Close(ctx); err == nil {
 		err = e
 	}
+	r.unmap.close()
 	return err
 }

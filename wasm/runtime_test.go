@@ -115,35 +115,48 @@ func waitFor(t testing.TB, cond func() bool) {
 	}
 }
 
-// After its first call a tool keeps an instance made ahead; closing the
-// tool drops it and stops the refiller.
+// After its first call a tool keeps instances made ahead (started, for
+// the caller); closing the tool stops them, and the refiller.
 func TestWarmInstances(t *testing.T) {
 	r := newRuntime(t, Options{Warm: 2})
 	tool := mustTool(t, r, def(probe(t)))
-	if len(tool.warm) != 0 {
-		t.Fatal("warm instances before any call")
+	if n := keptAll(tool); n != 0 {
+		t.Fatalf("%d instances made ahead before any call", n)
 	}
 	stillServes(t, tool)
-	waitFor(t, func() bool { return len(tool.warm) == 2 })
+	waitFor(t, func() bool { return keptFor(tool, nil) == 2 })
 	for range 3 {
 		if got := ok(t, call(t, tool, "", op{"op": "count"})); got != "1" {
-			t.Fatalf("a warm instance had run before: count %q", got)
+			t.Fatalf("an instance made ahead had served a call before: count %q", got)
 		}
+	}
+	if tool.servedStarted.Load() == 0 {
+		t.Fatal("no call was served by an instance started ahead")
 	}
 	if err := tool.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	<-tool.stopped
-	if len(tool.warm) != 0 {
-		t.Fatal("warm instances left after Close")
+	if n := keptAll(tool); n != 0 || r.live.Load() != 0 {
+		t.Fatalf("after Close: %d kept, %d instances open", n, r.live.Load())
 	}
 	failed(t, call(t, tool, "", op{"op": "echo"}), armory.KindUnavailable, "the WASM runtime is closed")
 
 	none := newRuntime(t, Options{Warm: -1})
 	cold := mustTool(t, none, def(probe(t)))
 	stillServes(t, cold)
-	if cap(cold.warm) != 0 || cold.started {
+	if cold.refilling || keptAll(cold) != 0 {
 		t.Fatal("Warm < 0 keeps instances")
+	}
+
+	// Made ahead without being started: the module has run no code.
+	plain := mustTool(t, newRuntime(t, Options{noStart: true}), def(probe(t)))
+	stillServes(t, plain)
+	waitFor(t, func() bool { return keptAll(plain) == 1 })
+	if in := plain.pool[0]; in.started || in.stdin.ready != nil {
+		t.Fatal("an instance made ahead was started")
+	}
+	if got := ok(t, call(t, plain, "", op{"op": "count"})); got != "1" || plain.servedStarted.Load() != 0 {
+		t.Fatalf("count %q, %d served started", got, plain.servedStarted.Load())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -49,23 +50,34 @@ type Tool struct {
 	cm     wazero.CompiledModule
 	guests []string
 
-	// warm holds instances made ahead of calls; refill asks the refiller
-	// (started at the first call) for more.
-	warm    chan *instance
-	kick    chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
-	mu      sync.Mutex
-	started bool
-	closed  bool
+	// Instances made ahead of calls (ahead.go): pool holds them, in the
+	// order they were made; wants are the agents whose calls ended, for
+	// the refiller (started at the first call) to make instances for.
+	kick      chan struct{}
+	stop      chan struct{}
+	stopped   chan struct{}
+	noStart   atomic.Bool // made ahead without being started
+	mu        sync.Mutex
+	pool      []*instance
+	starting  *starting // the refiller's start under way
+	wants     []agentRef
+	refilling bool
+	closed    bool
+	// The calls running, which Close stops and waits for.
+	running map[*running]struct{}
+	calls   sync.WaitGroup
+
+	// Counts, for tests and benchmarks: instances started ahead, calls
+	// served by one, calls that claimed one while it started.
+	startsTried, servedStarted, servedStarting atomic.Int64
 }
 
 var _ armory.Tool = (*Tool)(nil)
 
 func newTool(r *Runtime, def *world.ToolboxTool, cm wazero.CompiledModule) *Tool {
-	t := &Tool{r: r, def: def, cm: cm, man: def.Manifest,
-		warm: make(chan *instance, r.opts.Warm), kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+	t := &Tool{r: r, def: def, cm: cm, man: def.Manifest, kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), stopped: make(chan struct{}), running: map[*running]struct{}{}}
+	t.noStart.Store(r.opts.noStart)
 	t.man.Capabilities = slices.Clone(def.Manifest.Capabilities)
 	t.man.Requires = slices.Clone(def.Manifest.Requires)
 	t.spec = armory.Spec{Name: def.FullName(), Description: def.Description, InputSchema: def.Wasm.InputSchema}
@@ -81,8 +93,12 @@ func (t *Tool) Def() *world.ToolboxTool { return t.def }
 func (t *Tool) Spec() armory.Spec         { return t.spec }
 func (t *Tool) Manifest() armory.Manifest { return t.man }
 
-// Close drops the tool's warm instances and compiled code; later calls
-// fail with KindUnavailable. Safe to call more than once.
+// Close stops the tool's calls still running (they fail with
+// KindUnavailable) and waits for them, stops and closes its instances made
+// ahead, and frees its compiled code; later calls fail with
+// KindUnavailable. Should ctx end before the stopped calls have, Close
+// returns ctx's error and leaves the compiled code (which they may still
+// run) in place. Safe to call more than once.
 func (t *Tool) Close(ctx context.Context) error {
 	t.mu.Lock()
 	if t.closed {
@@ -90,26 +106,61 @@ func (t *Tool) Close(ctx context.Context) error {
 		return nil
 	}
 	t.closed = true
-	started := t.started
+	refilling := t.refilling
 	close(t.stop)
+	for c := range t.running {
+		c.stop(errToolClosed)
+	}
+	pool := t.pool
+	t.pool, t.wants = nil, nil
 	t.mu.Unlock()
-	if started {
+	// The refiller stops what it is starting, at once.
+	if refilling {
 		<-t.stopped
 	}
-	for {
-		select {
-		case in := <-t.warm:
-			in.close()
-		default:
-			t.r.forget(t)
-			return t.cm.Close(ctx)
-		}
+	for _, in := range pool {
+		in.drop()
 	}
+	done := make(chan struct{})
+	go func() {
+		t.calls.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return armory.E("wasm.Tool.Close", armory.KindTimeout, t.spec.Name+": calls still running", ctx.Err())
+	}
+	t.r.forget(t)
+	return t.cm.Close(ctx)
+}
+
+// begin registers a call, which Close stops with stop; nil once the tool
+// is closed. end is its pair.
+func (t *Tool) begin(stop context.CancelCauseFunc) *running {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	c := &running{stop: stop}
+	t.running[c] = struct{}{}
+	t.calls.Add(1)
+	return c
+}
+
+func (t *Tool) end(c *running) {
+	t.mu.Lock()
+	delete(t.running, c)
+	t.mu.Unlock()
+	t.calls.Done()
 }
 
 // instance is one instantiation of the module, for one call. Everything a
 // call brings (arguments, granted folders, its context) is bound just
-// before _start runs, so an instance can be made ahead of its call.
+// before _start runs, or, for an instance started ahead (ahead.go), while
+// the module waits for its arguments in its first read of stdin; so an
+// instance can be made ahead of its call.
 type instance struct {
 	t      *Tool
 	mod    api.Module
@@ -119,13 +170,27 @@ type instance struct {
 	stdout *capped
 	stderr *headTail
 	grants []*grantFS
-	ctx    context.Context // the call's, for sleeps
+	ctx    context.Context // the call's (started ahead: the instance's own), for sleeps
+	closed bool
+
+	// Made ahead: when it joined the pool. Started ahead: for whom, the
+	// grants it was started with, its own context (the call's end cancels
+	// it), exited (closed once _start returned, with err, and the module
+	// is closed).
+	made    time.Time
+	started bool
+	claimed bool // by a call, while it started
+	key     string
+	roots   []*os.Root
+	cancel  context.CancelCauseFunc
+	exited  chan struct{}
+	err     error
 }
 
 // newInstance instantiates the module without running it.
 func (t *Tool) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{t: t, stdin: &input{}, stdout: &capped{max: t.def.MaxOutput}, stderr: &headTail{head: StderrHead, tail: StderrTail},
-		mem: &capAllocator{cap: uint64(t.def.Wasm.Memory)}}
+		mem: &capAllocator{cap: uint64(t.def.Wasm.Memory), unmap: t.r.unmap}}
 	fsc := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(newRootFS(t.guests), "/")
 	for i, g := range t.def.Wasm.Files {
 		gf := &grantFS{write: g.Write}
@@ -155,6 +220,7 @@ func (t *Tool) newInstance(ctx context.Context) (*instance, error) {
 		}
 		return nil, err
 	}
+	t.r.live.Add(1)
 	in.mod, in.start = mod, mod.ExportedFunction("_start")
 	if in.start == nil {
 		in.close()
@@ -178,74 +244,19 @@ func (in *instance) sleep(ns int64) {
 }
 
 func (in *instance) close() {
-	if in.mod != nil {
+	if in.mod != nil && !in.closed {
+		in.closed = true
 		in.mod.Close(context.Background())
+		in.t.r.live.Add(-1)
 	}
 }
 
-// take returns a warm instance, or makes one.
-func (t *Tool) take(ctx context.Context) (*instance, error) {
-	select {
-	case in := <-t.warm:
-		return in, nil
-	default:
-	}
-	return t.newInstance(ctx)
-}
-
-// refill asks for the warm instances to be made again, in the background.
-func (t *Tool) refill() {
-	if cap(t.warm) == 0 {
-		return
-	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return
-	}
-	if !t.started {
-		t.started = true
-		go t.refiller()
-	}
-	t.mu.Unlock()
-	select {
-	case t.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (t *Tool) refiller() {
-	defer close(t.stopped)
-	for {
-		select {
-		case <-t.stop:
-			return
-		case <-t.kick:
-		}
-		for len(t.warm) < cap(t.warm) {
-			select {
-			case <-t.stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), t.def.Timeout)
-			in, err := t.newInstance(ctx)
-			cancel()
-			if err != nil {
-				t.r.opts.Logger.Warn("wasm: cannot make a warm instance", "tool", t.spec.Name, "err", err)
-				break
-			}
-			select {
-			case t.warm <- in:
-			default:
-				in.close()
-			}
-		}
-	}
-}
-
-// errOutput is the cause of a call stopped for its output.
-var errOutput = errors.New("output over max_output")
+// errOutput is the cause of a call stopped for its output;
+// errToolClosed of one stopped because its tool closes.
+var (
+	errOutput     = errors.New("output over max_output")
+	errToolClosed = errors.New("the WASM tool is closed")
+)
 
 // Execute runs the module once: a fresh instance, the arguments as JSON
 // on stdin, the granted folders of the agent's workspace mounted, and
@@ -267,7 +278,8 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 	}
 	callCtx, cancel := context.WithTimeout(ctx, t.def.Timeout)
 	defer cancel()
-	// runCtx ends the module early: for its output, or the runtime closing.
+	// runCtx ends the module early: for its output, or the runtime or the
+	// tool closing.
 	runCtx, stop := context.WithCancelCause(callCtx)
 	defer stop(nil)
 	running := t.r.begin(stop)
@@ -275,6 +287,11 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
 	}
 	defer t.r.end(running)
+	mine := t.begin(stop)
+	if mine == nil {
+		return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
+	}
+	defer t.end(mine)
 	var roots []*os.Root
 	if len(t.def.Wasm.Files) > 0 {
 		if inv.Agent == nil || inv.Agent.Workspace == "" {
@@ -293,7 +310,7 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		}()
 	}
 	if err := t.r.acquire(runCtx); err != nil {
-		if context.Cause(runCtx) == errClosed {
+		if c := context.Cause(runCtx); c == errClosed || c == errToolClosed {
 			return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
 		}
 		if ctx.Err() != nil {
@@ -302,14 +319,24 @@ func (t *Tool) Execute(ctx context.Context, inv armory.Invocation) armory.Result
 		return armory.Failf(armory.KindTimeout, "%s: no place was free within the timeout of %s (%d WASM calls run at once)", name, t.def.Timeout, cap(t.r.slots))
 	}
 	defer t.r.release()
-	in, err := t.take(runCtx)
+	agent := agentOf(inv.Agent)
+	in, err := t.take(runCtx, agent)
 	if err != nil {
 		if t.r.isClosed() || t.isClosed() {
 			return armory.Failf(armory.KindUnavailable, "%s: the WASM runtime is closed", name)
 		}
 		return armory.Failf(armory.KindOther, "%s: cannot instantiate the module: %v", name, err)
 	}
-	defer t.refill() // after the call: making the next instance does not compete with it
+	defer t.refill(agent) // after the call: making the next instance does not compete with it
+	if in.started {
+		if in.claimed {
+			t.servedStarting.Add(1)
+		} else {
+			t.servedStarted.Add(1)
+		}
+		err := in.serve(runCtx, args, roots)
+		return t.report(in, err, ctx, callCtx, runCtx, time.Since(began))
+	}
 	defer in.close()
 
 	in.ctx = runCtx
@@ -373,6 +400,9 @@ func (t *Tool) report(in *instance, err error, ctx, callCtx, runCtx context.Cont
 	case stoppedByCtx && context.Cause(runCtx) == errClosed:
 		kind = armory.KindUnavailable
 		status = "the WASM runtime closed while the module ran; it was stopped"
+	case stoppedByCtx && context.Cause(runCtx) == errToolClosed:
+		kind = armory.KindUnavailable
+		status = "the tool was closed while the module ran; it was stopped"
 	case stoppedByCtx && callCtx.Err() == context.DeadlineExceeded && ctx.Err() == nil:
 		kind, value["timed_out"] = armory.KindTimeout, true
 		status = fmt.Sprintf("timed out after %s; the module was stopped (timeout: in toolbox.yaml)", t.def.Timeout)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/armory-dev/armory"
 	"github.com/armory-dev/armory/world"
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 )
 
 func TestCallEchoesAndSeesOnlyItsEnvironment(t *testing.T) {
@@ -132,5 +133,32 @@ func TestEveryCallIsAFreshInstance(t *testing.T) {
 		if got := ok(t, call(t, tool, "", op{"op": "count"})); got != "1" {
 			t.Fatalf("call %d: count = %q", i, got)
 		}
+	}
+}
+
+// A granted folder renamed after it was mounted is still the grant: its
+// root follows it, and so does the check of where opened files are.
+func TestGrantFollowsItsFolderRenamed(t *testing.T) {
+	ws := t.TempDir()
+	writeFiles(t, ws, map[string]string{"data/x.txt": "x", "secret.txt": "s"})
+	root, err := os.OpenRoot(filepath.Join(ws, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	g := &grantFS{}
+	g.bind(root)
+	if err := os.Rename(filepath.Join(ws, "data"), filepath.Join(ws, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".", "x.txt"} {
+		f, e := g.OpenFile(p, experimentalsys.O_RDONLY, 0)
+		if e != 0 {
+			t.Fatalf("open %s: %v", p, e)
+		}
+		f.Close()
+	}
+	if _, e := g.OpenFile("../secret.txt", experimentalsys.O_RDONLY, 0); e == 0 {
+		t.Fatal("opened a file out of the folder")
 	}
 }

@@ -1,7 +1,8 @@
 // Command probe is a WASI program the wasm package's tests run: it reads
 // one JSON object on stdin naming what to do ({"op": ...}), the ordinary
 // and the hostile, and reports on stdout (or fails with a message on
-// stderr and exit code 1).
+// stderr and exit code 1). What it does before it reads its input is
+// named by its only argument, the tool's name (before).
 package main
 
 import (
@@ -27,6 +28,7 @@ type request struct {
 }
 
 func main() {
+	before()
 	var req request
 	if err := json.NewDecoder(os.Stdin).Decode(&req); err != nil {
 		fail("bad input: %v", err)
@@ -134,6 +136,8 @@ func main() {
 		}
 		fmt.Fprintln(os.Stderr, "the last line")
 		os.Exit(req.Code)
+	case "who":
+		fmt.Print(who)
 	case "count":
 		calls++
 		fmt.Print(calls)
@@ -145,6 +149,50 @@ func main() {
 }
 
 var calls int
+
+// who is what the probe read before its input (lab.read-first).
+var who string
+
+// before does what the tool's name (lab.NAME) says to do before the probe
+// reads its input; a tool of another name does nothing first.
+func before() {
+	if len(os.Args) == 0 {
+		return
+	}
+	switch strings.TrimPrefix(os.Args[0], "lab.") {
+	case "spin-first": // never reads its input
+		n := 0
+		for {
+			n++
+		}
+	case "slow-first": // reads it after 300 ms of work
+		for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
+		}
+	case "exit-first": // never reads it
+		fmt.Print("done without input")
+		os.Exit(0)
+	case "panic-first":
+		panic("probe panics before reading its input")
+	case "chatty-first": // writes a little to stdout and 1 MiB to stderr, then reads it
+		fmt.Print("before;")
+		io.WriteString(os.Stderr, "chatter starts\n")
+		line := strings.Repeat("c", 1023) + "\n"
+		for range 1024 {
+			io.WriteString(os.Stderr, line)
+		}
+	case "flood-first": // writes to stdout without end
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for {
+			os.Stdout.Write(chunk)
+		}
+	case "read-first": // reads a file of the workspace, then its input
+		b, err := os.ReadFile("/workspace/data/who.txt")
+		who = string(b)
+		if err != nil {
+			who = err.Error()
+		}
+	}
+}
 
 func recurse(n int) int {
 	var pad [64]byte
