@@ -120,23 +120,6 @@ func BenchmarkWarmCallVsSandboxedBinary(b *testing.B) {
 		}
 		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
 	})
-	// The same program doing the set-up of its JSON coding before it
-	// reads its input (testdata/jsonpick-setup.go added to it): an
-	// instance started ahead has done it before its call.
-	b.Run("setup-before-read", func(b *testing.B) {
-		ready := mustTool(b, r, def(goWasm(b, "../example/wasm/jsonpick", "testdata/jsonpick-setup.go")))
-		run(ready, wasmInv)
-		from := count(ready)
-		var tw time.Duration
-		for b.Loop() {
-			waitFor(b, func() bool { return keptFor(ready, agent) == 1 })
-			t0 := time.Now()
-			run(ready, wasmInv)
-			tw += time.Since(t0)
-		}
-		b.ReportMetric(float64(tw.Nanoseconds())/float64(b.N), "wasm-ns/op")
-		served(ready, b, from)
-	})
 	// A Go module with no work of its own (it copies stdin to stdout).
 	b.Run("go-copy", func(b *testing.B) {
 		cp := mustTool(b, r, def(goWasm(b, "testdata/gocopy")))
