@@ -451,7 +451,7 @@ func TestAttackMalformedAndHostileModules(t *testing.T) {
 	// The file is read within bounds: its size, and a FIFO in its place
 	// does not hang the read.
 	small := newRuntime(t, Options{MaxModuleBytes: 1024})
-	if _, err := small.Tool(def(probe(t))); err == nil || !strings.Contains(err.Error(), "bytes; the limit is 1024") {
+	if _, err := small.Tool(def(probe(t))); err == nil || !strings.Contains(err.Error(), "is larger than the limit of 1024 bytes") {
 		t.Fatalf("a module over MaxModuleBytes: %v", err)
 	}
 	fifo := filepath.Join(t.TempDir(), "m.wasm")

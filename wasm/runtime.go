@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/armory-dev/armory"
@@ -167,7 +165,7 @@ func (r *Runtime) Tool(def *world.ToolboxTool) (armory.Tool, error) {
 	if why := checkDef(def); why != "" {
 		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("%s:%d: %s", def.File, def.Wasm.Line, why))
 	}
-	bin, err := readModule(def.Wasm.ModulePath, r.opts.MaxModuleBytes)
+	bin, err := world.ReadLimited(def.Wasm.ModulePath, r.opts.MaxModuleBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, armory.E(op, armory.KindNotFound, fmt.Sprintf("%s does not exist", where), err)
 	}
@@ -248,35 +246,6 @@ func checkDef(def *world.ToolboxTool) string {
 		}
 	}
 	return ""
-}
-
-// readModule reads a .wasm file of at most limit bytes; it must be a
-// regular file.
-func readModule(p string, limit int64) ([]byte, error) {
-	// Non-blocking: a FIFO in the module's place must not hang the open.
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
-	}
-	if fi.Size() > limit {
-		return nil, fmt.Errorf("%d bytes; the limit is %d", fi.Size(), limit)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("more than %d bytes", limit)
-	}
-	return b, nil
 }
 
 func (r *Runtime) isClosed() bool {

@@ -45,7 +45,7 @@ func (w *World) NewAgent(id, arch string) (*Agent, error) {
 	}
 	var ds Diagnostics
 	rel := filepath.ToSlash(filepath.Join("archetype", arch, "config.md"))
-	data, err := readLimited(filepath.Join(dir, "config.md"), maxConfigMDSize)
+	data, err := ReadLimited(filepath.Join(dir, "config.md"), maxConfigMDSize)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		data = nil // only the always-on tools, as for a world agent
@@ -69,7 +69,7 @@ func (w *World) NewAgent(id, arch string) (*Agent, error) {
 		return nil, armory.E(op, armory.KindInvalid, fmt.Sprintf("archetype %q has errors: %s", arch, strings.Join(lines, "; ")))
 	}
 	a.Config = cfg
-	if b, err := readLimited(filepath.Join(dir, "agent.md"), maxProseSize); err == nil {
+	if b, err := ReadLimited(filepath.Join(dir, "agent.md"), maxProseSize); err == nil {
 		a.Prose = string(b)
 	}
 	return a, nil

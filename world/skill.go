@@ -180,7 +180,7 @@ func LoadSkill(worldDir, rel string, ds *Diagnostics) *Skill {
 	dir := filepath.Join(worldDir, filepath.FromSlash(rel))
 	folder := filepath.Base(dir)
 	file := rel + "/" + SkillFile
-	data, err := readLimited(filepath.Join(dir, SkillFile), maxSkillFile)
+	data, err := ReadLimited(filepath.Join(dir, SkillFile), maxSkillFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		ds.Errorf(rel, 0, "skill folder %q has no %s", folder, SkillFile)
 		return nil
@@ -200,7 +200,7 @@ func LoadSkill(worldDir, rel string, ds *Diagnostics) *Skill {
 	}
 	before := len(ds.Errors())
 	s.Toolbox = loadSkillToolbox(s, rel, ds)
-	if data, err := readLimited(filepath.Join(dir, SkillMCPFile), maxYAMLSize); err == nil {
+	if data, err := ReadLimited(filepath.Join(dir, SkillMCPFile), maxYAMLSize); err == nil {
 		s.MCPServer = ParseSkillMCPServer(rel+"/"+SkillMCPFile, dir, s.Name, data, ds)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		ds.Errorf(rel+"/"+SkillMCPFile, 0, "%v", err)
@@ -223,7 +223,7 @@ func loadSkillToolbox(s *Skill, rel string, ds *Diagnostics) *Toolbox {
 		return nil
 	}
 	tf := rel + "/" + fileName
-	data, err := readLimited(filepath.Join(s.Dir, fileName), maxYAMLSize)
+	data, err := ReadLimited(filepath.Join(s.Dir, fileName), maxYAMLSize)
 	if err != nil {
 		ds.Errorf(tf, 0, "%v", err)
 		return nil

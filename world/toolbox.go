@@ -170,7 +170,7 @@ func (w *World) loadToolboxes(ds *Diagnostics) {
 			continue
 		}
 		rel := filepath.ToSlash(filepath.Join("toolbox", it.Value, file))
-		data, err := readLimited(filepath.Join(dir, file), maxYAMLSize)
+		data, err := ReadLimited(filepath.Join(dir, file), maxYAMLSize)
 		if err != nil {
 			ds.Errorf(rel, 0, "%v", err)
 			continue

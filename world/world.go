@@ -188,7 +188,7 @@ func Load(dir string) (*World, error) {
 	if err != nil {
 		return nil, armory.E("world.Load", armory.KindInvalid, "bad world folder "+dir, err)
 	}
-	data, err := readLimited(filepath.Join(abs, ConfigFile), maxYAMLSize)
+	data, err := ReadLimited(filepath.Join(abs, ConfigFile), maxYAMLSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, armory.E("world.Load", armory.KindNotFound, fmt.Sprintf("no %s in %s (create one with: armory init %s)", ConfigFile, abs, dir))
@@ -206,7 +206,7 @@ func Load(dir string) (*World, error) {
 	w.loadSkills(&ds)
 	w.loadAgents(&ds)
 	w.checkAgentSkills(&ds)
-	if b, err := readLimited(filepath.Join(abs, "tools.md"), maxProseSize); err == nil {
+	if b, err := ReadLimited(filepath.Join(abs, "tools.md"), maxProseSize); err == nil {
 		w.ToolsProse = string(b)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		ds.Errorf("tools.md", 0, "%v", err)
@@ -449,7 +449,7 @@ func (w *World) loadAgents(ds *Diagnostics) {
 			continue
 		}
 		rel := filepath.ToSlash(filepath.Join("archetype", a.Archetype, "config.md"))
-		data, err := readLimited(filepath.Join(dir, "config.md"), maxConfigMDSize)
+		data, err := ReadLimited(filepath.Join(dir, "config.md"), maxConfigMDSize)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			ds.Warnf(rel, 0, "agent %q has no config.md: it gets only the always-on tools", a.ID)
@@ -462,7 +462,7 @@ func (w *World) loadAgents(ds *Diagnostics) {
 		w.checkAgentConfig(cfg, groups, groupNames, ds)
 		parsed[a.Archetype] = cfg
 		a.Config = cfg
-		if b, err := readLimited(filepath.Join(dir, "agent.md"), maxProseSize); err == nil {
+		if b, err := ReadLimited(filepath.Join(dir, "agent.md"), maxProseSize); err == nil {
 			a.Prose = string(b)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			ds.Errorf(filepath.ToSlash(filepath.Join("archetype", a.Archetype, "agent.md")), 0, "%v", err)
@@ -602,9 +602,10 @@ func listDirs(dir string) string {
 	return strings.Join(names, ", ")
 }
 
-// readLimited reads a regular file of at most limit bytes. It opens
+// ReadLimited reads a regular file of at most limit bytes (the world's
+// files, a WASM module). It opens
 // non-blocking so that a FIFO in place of a file cannot hang the loader.
-func readLimited(path string, limit int64) ([]byte, error) {
+func ReadLimited(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
