@@ -73,7 +73,7 @@ func (m *Module) ensureMCP(ctx context.Context, p *pack) []*Tool {
 		}
 		mp.set, mp.unav = set, set.Unavailable()
 		for _, t := range set.Tools() {
-			mp.tools = append(mp.tools, &Tool{inner: t, skill: p.skill.Name, scope: p.skill.Archetype, m: m})
+			mp.tools = append(mp.tools, &Tool{inner: t, skill: p.skill.Name, m: m})
 		}
 		if len(mp.tools) == 0 && len(mp.unav) == 0 {
 			mp.why = "the server offers no usable tool"

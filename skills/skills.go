@@ -252,7 +252,7 @@ func (m *Module) buildPack(s *world.Skill) *pack {
 		} else {
 			inner = toolbox.New(def)
 		}
-		p.tools = append(p.tools, &Tool{inner: inner, skill: s.Name, scope: s.Archetype, m: m})
+		p.tools = append(p.tools, &Tool{inner: inner, skill: s.Name, m: m})
 	}
 	return p
 }

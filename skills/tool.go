@@ -16,7 +16,6 @@ import (
 type Tool struct {
 	inner armory.Tool
 	skill string
-	scope string // archetype of an archetype's own skill, "" for the world's
 	m     *Module
 }
 
