@@ -1,6 +1,7 @@
 package world
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,4 +190,41 @@ func TestSkillLines(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `skills/notes/SKILL.md:4: skill name "other" does not match its folder notes/`) {
 		t.Fatalf("got %v", err)
 	}
+}
+
+// The bounds of a pack: SKILL.md's size, the files listed under
+// references/ and assets/, the packs of one scope. Each past its bound is
+// an error naming it.
+func TestSkillBounds(t *testing.T) {
+	t.Run("SKILL.md size", func(t *testing.T) {
+		big := "---\nname: notes\ndescription: d\n---\n" + strings.Repeat("x", maxSkillFile)
+		_, err := Load(writeWorld(t, skillWorld(map[string]string{"skills/notes/SKILL.md": big})))
+		if err == nil || !strings.Contains(err.Error(), "skills/notes/SKILL.md: SKILL.md is larger than the limit of 1048576 bytes") {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("files", func(t *testing.T) {
+		dir := writeWorld(t, skillWorld(nil))
+		for i := 0; i <= MaxSkillFiles; i++ {
+			if err := os.WriteFile(filepath.Join(dir, "skills/notes/references", fmt.Sprintf("f%04d.md", i)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := Load(dir)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d files under references/ and assets/", MaxSkillFiles)) {
+			t.Errorf("got %v", err)
+		}
+	})
+	t.Run("packs", func(t *testing.T) {
+		dir := writeWorld(t, skillWorld(map[string]string{"archetype/dev/config.md": "# dev\n"}))
+		for i := 0; i <= MaxSkills; i++ {
+			if err := os.MkdirAll(filepath.Join(dir, "skills", fmt.Sprintf("s%04d", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := Load(dir)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d skill packs; the rest are not loaded", MaxSkills)) {
+			t.Errorf("got %v", err)
+		}
+	})
 }
